@@ -1,0 +1,53 @@
+"""Build the native core.  All metadata lives in pyproject.toml.
+
+Build knobs (environment variables):
+  SPATIALHUB_STRICT=1    -Wall -Wextra -Werror (CI builds this way)
+  SPATIALHUB_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer
+  SPATIALHUB_DEBUG=1     -O0 -g
+"""
+import os
+import sys
+
+import numpy
+from setuptools import Extension, setup
+
+
+def knob(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+SOURCES = [
+    "bench.c", "clock.c", "compare.c", "cuda.c", "env.c", "fields.c",
+    "memory.c", "module.c", "stats.c", "summary.c", "table.c",
+]
+
+compile_args, link_args, libraries = [], [], []
+if sys.platform == "win32":
+    compile_args += ["/W3"] + (["/WX"] if knob("SPATIALHUB_STRICT") else [])
+else:
+    compile_args += ["-std=c11", "-fvisibility=hidden"]
+    if knob("SPATIALHUB_STRICT"):
+        compile_args += ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+    if knob("SPATIALHUB_DEBUG"):
+        compile_args += ["-O0", "-g3"]
+    if knob("SPATIALHUB_SANITIZE"):
+        san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+               "-fno-sanitize-recover=undefined"]
+        compile_args += san + ["-O1", "-g"]
+        link_args += san
+    if sys.platform.startswith("linux"):
+        libraries += ["dl", "m"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "spatialhub.utils.profiling._native",
+            sources=[os.path.join("csrc", s) for s in SOURCES],
+            include_dirs=["csrc", numpy.get_include()],
+            define_macros=[("NPY_TARGET_VERSION", "NPY_1_21_API_VERSION")],
+            extra_compile_args=compile_args,
+            extra_link_args=link_args,
+            libraries=libraries,
+        )
+    ],
+)
