@@ -241,30 +241,38 @@ typedef enum {
 
 typedef enum { SHP_R_NONE, SHP_R_MS, SHP_R_FPS, SHP_R_MB, SHP_R_RATIO } shp_round;
 
+typedef enum { SHP_SHOW_ALWAYS, SHP_SHOW_IF_SET, SHP_SHOW_NEVER } shp_show;
+
 typedef struct {
     const char *name;
     shp_field_kind kind;
     Py_ssize_t offset;
     shp_round round;          /* rounding applied by to_dict() */
-    int required;             /* positional-or-keyword, no default */
-    int keyword_only;
+    int required;             /* positional-or-keyword without a default */
+    int keyword_only;         /* keyword-only, optional */
+    double dflt;              /* default of DOUBLE / COUNT fields */
+    shp_show show;            /* in repr */
     const char *doc;
 } shp_field;
 
 /* A NULL-name-terminated table per type. */
 PyObject *shp_field_get(PyObject *self, const shp_field *f);
 int shp_field_set(PyObject *self, const shp_field *f, PyObject *value);
-/* Put the field's default into self (no Python calls, never fails). */
-void shp_field_set_default(PyObject *self, const shp_field *f);
+/* Put every field's default into self (no Python calls, never fails). */
+void shp_fields_set_defaults(PyObject *self, const shp_field *fields);
 /* Rounded (or not) value for to_dict; new reference. */
 PyObject *shp_field_export(PyObject *self, const shp_field *f, int rounded);
+/* Number of entries in a NULL-name-terminated field table. */
+Py_ssize_t shp_fields_count(const shp_field *fields);
 /* Fill the fields from args/kwargs like a dataclass __init__. */
 int shp_fields_init(PyObject *self, const shp_field *fields, PyObject *args,
-                    PyObject *kwargs, const char *tpname);
-/* getset table built from the field table; PyMem-allocated, NULL on error. */
-PyGetSetDef *shp_fields_getset(const shp_field *fields, const PyGetSetDef *extra);
-/* Dataclass-style repr over the fields with show != 0. */
-PyObject *shp_fields_repr(PyObject *self, const shp_field *fields, const char *tpname);
+                    PyObject *kwargs);
+/* Fill `out` (room for count(fields) + count(extra) + 1) with one getset
+ * per field (closure = the field), then the `extra` entries, then NULL. */
+void shp_fields_fill_getset(const shp_field *fields, const PyGetSetDef *extra,
+                            PyGetSetDef *out);
+/* Dataclass-style repr over the fields per their `show`. */
+PyObject *shp_fields_repr(PyObject *self, const shp_field *fields);
 /* 1 equal, 0 not, -1 error: field-wise, NaN == NaN. */
 int shp_fields_equal(PyObject *a, PyObject *b, const shp_field *fields);
 /* dict of all fields (in table order), rounded per field when `rounded`. */
@@ -272,8 +280,10 @@ PyObject *shp_fields_dict(PyObject *self, const shp_field *fields, int rounded);
 /* Visit / clear the PyObject* fields. */
 int shp_fields_traverse(PyObject *self, const shp_field *fields, visitproc visit, void *arg);
 void shp_fields_clear(PyObject *self, const shp_field *fields);
-/* Round like Python's round(x, ndigits). */
-double shp_round_digits(double x, int ndigits);
+/* Round like Python's round(x, ndigits) into *out; 0 / -1. */
+int shp_round_digits(double x, int ndigits, double *out);
+/* The short name of a type ("BenchmarkStats"), for messages. */
+const char *shp_type_short_name(PyTypeObject *tp);
 
 /* ---- stats.c ------------------------------------------------------------ */
 
@@ -313,21 +323,36 @@ extern PyType_Spec shp_gpumem_spec;
 shp_Stats *shp_stats_alloc(shp_state *st);
 /* Take ownership of a PyMem_Malloc'd sample buffer (ms). */
 void shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
+/* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
+int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* Fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
 /* New GPUMemoryInfo from byte counts. */
 PyObject *shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b);
+/* Fill the specs' getset tables from the field tables (before type creation). */
+void shp_stats_prepare_spec(void);
+void shp_gpumem_prepare_spec(void);
+void shp_comparison_prepare_spec(void);
 
 /* ---- table.c ------------------------------------------------------------ */
 
 PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames);
-/* The Markdown table of one stats object (for _repr_markdown_). */
+/* The Markdown / HTML table of one stats object (for Jupyter). */
 PyObject *shp_stats_markdown(shp_state *st, PyObject *stats);
+PyObject *shp_stats_html(shp_state *st, PyObject *stats);
 
 /* ---- compare.c ---------------------------------------------------------- */
 
 extern PyType_Spec shp_comparison_spec;
+
+/* Medians of a and b, their ratio b/a, and a seeded percentile-bootstrap
+ * 95% CI of it (na, nb >= 1).  0, or -1 with MemoryError. */
+int shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
+                        uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
+                        double *ratio, double *lo, double *hi);
+/* "faster" / "slower" / "same" for a CI of candidate/baseline. */
+const char *shp_verdict(double lo, double hi);
 PyObject *shp_compare_benchmarks(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
 

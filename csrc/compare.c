@@ -1,0 +1,358 @@
+/*
+ * compare.c -- compare_benchmarks and the Comparison type.
+ *
+ * "Is B faster than A?" answered with an interval, not two means: the
+ * ratio of medians (candidate / baseline) with a percentile-bootstrap 95%
+ * confidence interval, resampling both sample sets.  The generator is
+ * seeded (xoshiro256**), so the same inputs always give the same verdict.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- generator --------------------------------------------------------- */
+
+typedef struct { uint64_t s[4]; } rng;
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void
+rng_seed(rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t
+rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t
+rng_next(rng *r)
+{
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+/* Uniform index in [0, n): 53 random bits scaled; the bias is < n / 2^53. */
+static inline Py_ssize_t
+rng_index(rng *r, Py_ssize_t n)
+{
+    Py_ssize_t i = (Py_ssize_t)((double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0) * (double)n);
+    return i < n ? i : n - 1;
+}
+
+static double
+resampled_median(rng *r, const double *x, Py_ssize_t n, double *buf)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        buf[i] = x[rng_index(r, n)];
+    return shp_percentile_inplace(buf, n, 0.5);
+}
+
+const char *
+shp_verdict(double lo, double hi)
+{
+    if (hi < 1.0)
+        return "faster";
+    if (lo > 1.0)
+        return "slower";
+    return "same";
+}
+
+int
+shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
+                    uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
+                    double *ratio, double *lo, double *hi)
+{
+    Py_ssize_t nmax = na > nb ? na : nb;
+    double *buf = PyMem_Malloc((size_t)nmax * sizeof(double));
+    double *ratios = PyMem_Malloc((size_t)resamples * sizeof(double));
+    if (buf == NULL || ratios == NULL) {
+        PyMem_Free(buf);
+        PyMem_Free(ratios);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(buf, a, (size_t)na * sizeof(double));
+    double ma = shp_percentile_inplace(buf, na, 0.5);
+    memcpy(buf, b, (size_t)nb * sizeof(double));
+    double mb = shp_percentile_inplace(buf, nb, 0.5);
+    *med_a = ma;
+    *med_b = mb;
+    *ratio = mb / ma;
+
+    rng r;
+    rng_seed(&r, seed ^ 0x5eedb0075eedULL);
+    for (Py_ssize_t i = 0; i < resamples; i++) {
+        double ra = resampled_median(&r, a, na, buf);
+        double rb = resampled_median(&r, b, nb, buf);
+        ratios[i] = rb / ra;
+    }
+    *lo = shp_percentile_inplace(ratios, resamples, 0.025);
+    *hi = shp_percentile_inplace(ratios, resamples, 0.975);
+    PyMem_Free(buf);
+    PyMem_Free(ratios);
+    return 0;
+}
+
+/* ---- the Comparison type ------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *baseline;
+    PyObject *candidate;
+    double baseline_median_ms, candidate_median_ms;
+    double ratio, ci95_low, ci95_high;
+    PyObject *verdict;
+    Py_ssize_t resamples;
+} shp_Comparison;
+
+#define C_OFF(m) offsetof(shp_Comparison, m)
+#define CF(nm, kind, m, rnd, doc) {nm, kind, C_OFF(m), rnd, 1, 0, 0.0, SHP_SHOW_ALWAYS, doc}
+static const shp_field comparison_fields[] = {
+    CF("baseline", SHP_F_STR, baseline, SHP_R_NONE, "Name of the baseline benchmark."),
+    CF("candidate", SHP_F_STR, candidate, SHP_R_NONE, "Name of the candidate benchmark."),
+    CF("baseline_median_ms", SHP_F_DOUBLE, baseline_median_ms, SHP_R_MS, "Baseline median (ms)."),
+    CF("candidate_median_ms", SHP_F_DOUBLE, candidate_median_ms, SHP_R_MS, "Candidate median (ms)."),
+    CF("ratio", SHP_F_DOUBLE, ratio, SHP_R_RATIO, "candidate median / baseline median."),
+    CF("ci95_low", SHP_F_DOUBLE, ci95_low, SHP_R_RATIO, "Bootstrap 95% CI of the ratio, low end."),
+    CF("ci95_high", SHP_F_DOUBLE, ci95_high, SHP_R_RATIO, "Bootstrap 95% CI of the ratio, high end."),
+    CF("verdict", SHP_F_STR, verdict, SHP_R_NONE,
+       "'faster' (CI below 1), 'slower' (CI above 1) or 'same' (CI contains 1)."),
+    CF("resamples", SHP_F_COUNT, resamples, SHP_R_NONE, "Bootstrap resamples used."),
+    {NULL},
+};
+
+static PyGetSetDef comparison_getset[sizeof(comparison_fields) / sizeof(comparison_fields[0])];
+
+void
+shp_comparison_prepare_spec(void)
+{
+    shp_fields_fill_getset(comparison_fields, NULL, comparison_getset);
+}
+
+static PyObject *
+Cmp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self != NULL)
+        shp_fields_set_defaults(self, comparison_fields);
+    return self;
+}
+
+static int
+Cmp_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return shp_fields_init(self, comparison_fields, args, kwargs);
+}
+
+static int
+Cmp_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return shp_fields_traverse(self, comparison_fields, visit, arg);
+}
+
+static int
+Cmp_clear(PyObject *self)
+{
+    shp_fields_clear(self, comparison_fields);
+    return 0;
+}
+
+static void
+Cmp_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Cmp_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+Cmp_repr(PyObject *self)
+{
+    return shp_fields_repr(self, comparison_fields);
+}
+
+static PyObject *
+Cmp_to_dict(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return shp_fields_dict(self, comparison_fields, 1);
+}
+
+static PyObject *
+Cmp_reduce(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    shp_Comparison *c = (shp_Comparison *)op;
+    return Py_BuildValue("O(OOddddOn)", (PyObject *)Py_TYPE(op), c->baseline, c->candidate,
+                         c->baseline_median_ms, c->candidate_median_ms, c->ratio,
+                         c->ci95_low, c->ci95_high, c->verdict, c->resamples);
+}
+
+static PyObject *
+Cmp_markdown(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    shp_Comparison *c = (shp_Comparison *)op;
+    char b[64], k[64], buf[512];
+    PyOS_snprintf(b, sizeof(b), "%.4f", c->baseline_median_ms);
+    PyOS_snprintf(k, sizeof(k), "%.4f", c->candidate_median_ms);
+    PyOS_snprintf(buf, sizeof(buf), "%.3fx | [%.3f, %.3f]", c->ratio, c->ci95_low, c->ci95_high);
+    return PyUnicode_FromFormat(
+        "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
+        "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
+        "| **%U** | **%U** | %s | %s | %s | **%U** |",
+        c->baseline, c->candidate, b, k, buf, c->verdict);
+}
+
+static PyMethodDef comparison_methods[] = {
+    {"to_dict", Cmp_to_dict, METH_NOARGS, "to_dict() -> dict (ratios rounded to 4 decimals)."},
+    {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
+    {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},
+    {"to_markdown", Cmp_markdown, METH_NOARGS, "The comparison as a Markdown table."},
+    {NULL},
+};
+
+static PyType_Slot comparison_slots[] = {
+    {Py_tp_new, Cmp_new},
+    {Py_tp_init, Cmp_init},
+    {Py_tp_dealloc, Cmp_dealloc},
+    {Py_tp_traverse, Cmp_traverse},
+    {Py_tp_clear, Cmp_clear},
+    {Py_tp_repr, Cmp_repr},
+    {Py_tp_hash, PyObject_HashNotImplemented},
+    {Py_tp_methods, comparison_methods},
+    {Py_tp_getset, comparison_getset},
+    {Py_tp_doc, "Result of compare_benchmarks(baseline, candidate)."},
+    {0, NULL},
+};
+
+PyType_Spec shp_comparison_spec = {
+    .name = "spatialhub.utils.profiling.Comparison",
+    .basicsize = sizeof(shp_Comparison),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = comparison_slots,
+};
+
+/* ---- compare_benchmarks ------------------------------------------------- */
+
+static int
+check_stats(shp_state *st, PyObject *o, const char *what)
+{
+    if (!PyObject_TypeCheck(o, st->stats_type)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a BenchmarkStats, not %.100s", what,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    shp_Stats *s = (shp_Stats *)o;
+    if (s->samples == NULL || s->nsamples < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has no raw samples (samples_ms is None): compare needs the stats "
+                     "returned by benchmark_callable, or built with samples_ms=...", what);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *
+shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames)
+{
+    shp_state *st = PyModule_GetState(module);
+    static const char *const names[] = {"baseline", "candidate", "resamples", "seed"};
+    PyObject *v[4] = {NULL, NULL, NULL, NULL};
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "compare_benchmarks() takes 2 positional arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int j;
+        for (j = 0; j < 4; j++)
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+                break;
+        if (j == 4 || v[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "compare_benchmarks() got %s keyword argument %R",
+                         j == 4 ? "an unexpected" : "a repeated", key);
+            return NULL;
+        }
+        v[j] = args[nargs + k];
+    }
+    if (v[0] == NULL || v[1] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "compare_benchmarks() needs baseline and candidate");
+        return NULL;
+    }
+    Py_ssize_t resamples = 2000;
+    unsigned long long seed = 0;
+    if (v[2] != NULL) {
+        if (!PyLong_Check(v[2]) || PyBool_Check(v[2])) {
+            PyErr_SetString(PyExc_TypeError, "resamples must be an int");
+            return NULL;
+        }
+        resamples = PyLong_AsSsize_t(v[2]);
+        if (resamples == -1 && PyErr_Occurred())
+            return NULL;
+        if (resamples < 100 || resamples > 1000000) {
+            PyErr_Format(PyExc_ValueError, "resamples must be in [100, 1000000], got %zd", resamples);
+            return NULL;
+        }
+    }
+    if (v[3] != NULL) {
+        if (!PyLong_Check(v[3]) || PyBool_Check(v[3])) {
+            PyErr_SetString(PyExc_TypeError, "seed must be an int");
+            return NULL;
+        }
+        seed = PyLong_AsUnsignedLongLongMask(v[3]);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    if (check_stats(st, v[0], "baseline") < 0 || check_stats(st, v[1], "candidate") < 0)
+        return NULL;
+    shp_Stats *a = (shp_Stats *)v[0], *b = (shp_Stats *)v[1];
+    double ma, mb, ratio, lo, hi;
+    if (shp_compare_samples(a->samples, a->nsamples, b->samples, b->nsamples,
+                            (uint64_t)seed, resamples, &ma, &mb, &ratio, &lo, &hi) < 0)
+        return NULL;
+    shp_Comparison *c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
+    if (c == NULL)
+        return NULL;
+    c->baseline = Py_NewRef(a->name ? a->name : Py_None);
+    c->candidate = Py_NewRef(b->name ? b->name : Py_None);
+    c->baseline_median_ms = ma;
+    c->candidate_median_ms = mb;
+    c->ratio = ratio;
+    c->ci95_low = lo;
+    c->ci95_high = hi;
+    c->resamples = resamples;
+    c->verdict = PyUnicode_FromString(shp_verdict(lo, hi));
+    if (c->verdict == NULL) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    return (PyObject *)c;
+}

@@ -1,0 +1,461 @@
+/*
+ * fields.c -- table-driven attributes for the result types.
+ *
+ * BenchmarkStats has 27 fields, GPUMemoryInfo and Comparison a handful each.
+ * Rather than hand-writing a getter, setter, repr line, dict entry and
+ * equality test per field, each type declares one table of shp_field and
+ * everything here walks it: one place decides what a field accepts and how
+ * it is shown, so the types cannot drift apart.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+
+#define FIELD_PTR(self, f) ((char *)(self) + (f)->offset)
+#define AS_OBJ(self, f) (*(PyObject **)FIELD_PTR(self, f))
+#define AS_DBL(self, f) (*(double *)FIELD_PTR(self, f))
+#define AS_SSZ(self, f) (*(Py_ssize_t *)FIELD_PTR(self, f))
+#define AS_INT(self, f) (*(int *)FIELD_PTR(self, f))
+
+const char *
+shp_type_short_name(PyTypeObject *tp)
+{
+    const char *dot = strrchr(tp->tp_name, '.');
+    return dot ? dot + 1 : tp->tp_name;
+}
+
+Py_ssize_t
+shp_fields_count(const shp_field *fields)
+{
+    Py_ssize_t n = 0;
+    while (fields[n].name != NULL)
+        n++;
+    return n;
+}
+
+PyObject *
+shp_field_get(PyObject *self, const shp_field *f)
+{
+    switch (f->kind) {
+    case SHP_F_STR:
+        if (AS_OBJ(self, f) == NULL)
+            return PyUnicode_FromStringAndSize("", 0);
+        return Py_NewRef(AS_OBJ(self, f));
+    case SHP_F_OPT_STR:
+    case SHP_F_OPT_DICT:
+        return Py_NewRef(AS_OBJ(self, f) ? AS_OBJ(self, f) : Py_None);
+    case SHP_F_DOUBLE:
+        return PyFloat_FromDouble(AS_DBL(self, f));
+    case SHP_F_OPT_DOUBLE:
+        if (isnan(AS_DBL(self, f)))
+            Py_RETURN_NONE;
+        return PyFloat_FromDouble(AS_DBL(self, f));
+    case SHP_F_COUNT:
+        return PyLong_FromSsize_t(AS_SSZ(self, f));
+    case SHP_F_OPT_COUNT:
+        if (AS_SSZ(self, f) < 0)
+            Py_RETURN_NONE;
+        return PyLong_FromSsize_t(AS_SSZ(self, f));
+    case SHP_F_OPT_BOOL:
+        if (AS_INT(self, f) < 0)
+            Py_RETURN_NONE;
+        return PyBool_FromLong(AS_INT(self, f));
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown field kind");
+    return NULL;
+}
+
+static int
+type_error(PyObject *self, const shp_field *f, const char *want, PyObject *value)
+{
+    PyErr_Format(PyExc_TypeError, "%s.%s must be %s, not %.100s",
+                 shp_type_short_name(Py_TYPE(self)), f->name, want,
+                 Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+/* A real number: int, float, or anything with __float__ / __index__, but
+ * never a str (float("1.5") parsing is not what a field means). */
+static int
+as_real(PyObject *self, const shp_field *f, PyObject *value, double *out)
+{
+    PyNumberMethods *nb = Py_TYPE(value)->tp_as_number;
+    if (!(PyFloat_Check(value) || PyLong_Check(value) ||
+          (nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL))))
+        return type_error(self, f, "a real number", value);
+    double d = PyFloat_AsDouble(value);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = d;
+    return 0;
+}
+
+static int
+as_count(PyObject *self, const shp_field *f, PyObject *value, Py_ssize_t *out)
+{
+    if (!PyIndex_Check(value) || PyBool_Check(value))
+        return type_error(self, f, "an int", value);
+    Py_ssize_t n = PyNumber_AsSsize_t(value, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "%s.%s must be >= 0, got %zd",
+                     shp_type_short_name(Py_TYPE(self)), f->name, n);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+int
+shp_field_set(PyObject *self, const shp_field *f, PyObject *value)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete %s.%s",
+                     shp_type_short_name(Py_TYPE(self)), f->name);
+        return -1;
+    }
+    int is_none = value == Py_None;
+    switch (f->kind) {
+    case SHP_F_STR:
+    case SHP_F_OPT_STR:
+        if (is_none && f->kind == SHP_F_OPT_STR) {
+            Py_CLEAR(AS_OBJ(self, f));
+            return 0;
+        }
+        if (!PyUnicode_Check(value))
+            return type_error(self, f, f->kind == SHP_F_STR ? "str" : "str or None", value);
+        Py_XSETREF(AS_OBJ(self, f), Py_NewRef(value));
+        return 0;
+    case SHP_F_OPT_DICT:
+        if (is_none) {
+            Py_CLEAR(AS_OBJ(self, f));
+            return 0;
+        }
+        if (!PyDict_Check(value))
+            return type_error(self, f, "a dict or None", value);
+        Py_XSETREF(AS_OBJ(self, f), Py_NewRef(value));
+        return 0;
+    case SHP_F_DOUBLE:
+    case SHP_F_OPT_DOUBLE: {
+        double d;
+        if (is_none && f->kind == SHP_F_OPT_DOUBLE) {
+            AS_DBL(self, f) = NAN;
+            return 0;
+        }
+        if (as_real(self, f, value, &d) < 0)
+            return -1;
+        AS_DBL(self, f) = d;
+        return 0;
+    }
+    case SHP_F_COUNT:
+    case SHP_F_OPT_COUNT: {
+        Py_ssize_t n;
+        if (is_none && f->kind == SHP_F_OPT_COUNT) {
+            AS_SSZ(self, f) = -1;
+            return 0;
+        }
+        if (as_count(self, f, value, &n) < 0)
+            return -1;
+        AS_SSZ(self, f) = n;
+        return 0;
+    }
+    case SHP_F_OPT_BOOL:
+        if (is_none) {
+            AS_INT(self, f) = -1;
+            return 0;
+        }
+        if (!PyBool_Check(value))
+            return type_error(self, f, "a bool or None", value);
+        AS_INT(self, f) = value == Py_True;
+        return 0;
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown field kind");
+    return -1;
+}
+
+void
+shp_fields_set_defaults(PyObject *self, const shp_field *fields)
+{
+    for (const shp_field *f = fields; f->name != NULL; f++) {
+        switch (f->kind) {
+        case SHP_F_STR:
+        case SHP_F_OPT_STR:
+        case SHP_F_OPT_DICT:
+            Py_CLEAR(AS_OBJ(self, f));
+            break;
+        case SHP_F_DOUBLE:
+            AS_DBL(self, f) = f->dflt;
+            break;
+        case SHP_F_OPT_DOUBLE:
+            AS_DBL(self, f) = NAN;
+            break;
+        case SHP_F_COUNT:
+            AS_SSZ(self, f) = (Py_ssize_t)f->dflt;
+            break;
+        case SHP_F_OPT_COUNT:
+            AS_SSZ(self, f) = -1;
+            break;
+        case SHP_F_OPT_BOOL:
+            AS_INT(self, f) = -1;
+            break;
+        }
+    }
+}
+
+int
+shp_round_digits(double x, int ndigits, double *out)
+{
+    if (!isfinite(x)) {
+        *out = x;
+        return 0;
+    }
+    /* The same correctly rounded decimal conversion round() uses. */
+    char *s = PyOS_double_to_string(x, 'f', ndigits, 0, NULL);
+    if (s == NULL)
+        return -1;
+    double r = PyOS_string_to_double(s, NULL, NULL);
+    PyMem_Free(s);
+    if (r == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = r;
+    return 0;
+}
+
+static int
+round_of(shp_round r)
+{
+    switch (r) {
+    case SHP_R_MS: return 4;
+    case SHP_R_FPS: return 2;
+    case SHP_R_MB: return 2;
+    case SHP_R_RATIO: return 4;
+    default: return -1;
+    }
+}
+
+PyObject *
+shp_field_export(PyObject *self, const shp_field *f, int rounded)
+{
+    int nd = rounded ? round_of(f->round) : -1;
+    if (nd >= 0 && (f->kind == SHP_F_DOUBLE ||
+                    (f->kind == SHP_F_OPT_DOUBLE && !isnan(AS_DBL(self, f))))) {
+        double r;
+        if (shp_round_digits(AS_DBL(self, f), nd, &r) < 0)
+            return NULL;
+        return PyFloat_FromDouble(r);
+    }
+    if (f->kind == SHP_F_OPT_DICT && AS_OBJ(self, f) != NULL)
+        return PyDict_Copy(AS_OBJ(self, f));   /* to_dict() hands out copies */
+    return shp_field_get(self, f);
+}
+
+int
+shp_fields_init(PyObject *self, const shp_field *fields, PyObject *args,
+                PyObject *kwargs)
+{
+    const char *tn = shp_type_short_name(Py_TYPE(self));
+    Py_ssize_t nf = shp_fields_count(fields), npos = 0;
+    for (Py_ssize_t i = 0; i < nf; i++)
+        if (!fields[i].keyword_only)
+            npos++;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
+                     tn, npos, nargs);
+        return -1;
+    }
+    Py_ssize_t used_kw = 0;
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        const shp_field *f = &fields[i];
+        PyObject *v = NULL;   /* borrowed */
+        if (!f->keyword_only && i < nargs)
+            v = PyTuple_GET_ITEM(args, i);
+        if (kwargs != NULL) {
+            PyObject *kv = PyDict_GetItemString(kwargs, f->name);
+            if (kv != NULL) {
+                if (v != NULL) {
+                    PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
+                                 tn, f->name);
+                    return -1;
+                }
+                v = kv;
+                used_kw++;
+            }
+        }
+        if (v == NULL) {
+            if (f->required) {
+                PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", tn, f->name);
+                return -1;
+            }
+            continue;
+        }
+        if (shp_field_set(self, f, v) < 0)
+            return -1;
+    }
+    if (kwargs != NULL && used_kw != PyDict_GET_SIZE(kwargs)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            int known = 0;
+            for (Py_ssize_t i = 0; i < nf && !known; i++)
+                known = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, fields[i].name) == 0;
+            if (!known) {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", tn, key);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+field_getter(PyObject *self, void *closure)
+{
+    return shp_field_get(self, (const shp_field *)closure);
+}
+
+static int
+field_setter(PyObject *self, PyObject *value, void *closure)
+{
+    return shp_field_set(self, (const shp_field *)closure, value);
+}
+
+void
+shp_fields_fill_getset(const shp_field *fields, const PyGetSetDef *extra,
+                       PyGetSetDef *out)
+{
+    Py_ssize_t k = 0;
+    for (const shp_field *f = fields; f->name != NULL; f++, k++) {
+        out[k].name = f->name;
+        out[k].get = field_getter;
+        out[k].set = field_setter;
+        out[k].doc = f->doc;
+        out[k].closure = (void *)(uintptr_t)f;
+    }
+    for (; extra != NULL && extra->name != NULL; extra++, k++)
+        out[k] = *extra;
+    memset(&out[k], 0, sizeof(out[k]));
+}
+
+static int
+is_set(PyObject *self, const shp_field *f)
+{
+    switch (f->kind) {
+    case SHP_F_OPT_STR:
+    case SHP_F_OPT_DICT: return AS_OBJ(self, f) != NULL;
+    case SHP_F_OPT_DOUBLE: return !isnan(AS_DBL(self, f));
+    case SHP_F_OPT_COUNT: return AS_SSZ(self, f) >= 0;
+    case SHP_F_OPT_BOOL: return AS_INT(self, f) >= 0;
+    case SHP_F_COUNT: return AS_SSZ(self, f) != (Py_ssize_t)f->dflt;
+    default: return 1;
+    }
+}
+
+PyObject *
+shp_fields_repr(PyObject *self, const shp_field *fields)
+{
+    PyObject *parts = PyList_New(0), *sep = NULL, *body = NULL, *res = NULL;
+    if (parts == NULL)
+        return NULL;
+    for (const shp_field *f = fields; f->name != NULL; f++) {
+        if (f->show == SHP_SHOW_NEVER || (f->show == SHP_SHOW_IF_SET && !is_set(self, f)))
+            continue;
+        PyObject *v = shp_field_get(self, f);
+        if (v == NULL)
+            goto done;
+        PyObject *s = PyUnicode_FromFormat("%s=%R", f->name, v);
+        Py_DECREF(v);
+        if (s == NULL)
+            goto done;
+        int rc = PyList_Append(parts, s);
+        Py_DECREF(s);
+        if (rc < 0)
+            goto done;
+    }
+    sep = PyUnicode_FromString(", ");
+    if (sep == NULL)
+        goto done;
+    body = PyUnicode_Join(sep, parts);
+    if (body == NULL)
+        goto done;
+    res = PyUnicode_FromFormat("%s(%U)", shp_type_short_name(Py_TYPE(self)), body);
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(sep);
+    Py_DECREF(parts);
+    return res;
+}
+
+int
+shp_fields_equal(PyObject *a, PyObject *b, const shp_field *fields)
+{
+    for (const shp_field *f = fields; f->name != NULL; f++) {
+        switch (f->kind) {
+        case SHP_F_DOUBLE:
+        case SHP_F_OPT_DOUBLE: {
+            double x = AS_DBL(a, f), y = AS_DBL(b, f);
+            if (!(x == y || (isnan(x) && isnan(y))))
+                return 0;
+            break;
+        }
+        case SHP_F_COUNT:
+        case SHP_F_OPT_COUNT:
+            if (AS_SSZ(a, f) != AS_SSZ(b, f))
+                return 0;
+            break;
+        case SHP_F_OPT_BOOL:
+            if (AS_INT(a, f) != AS_INT(b, f))
+                return 0;
+            break;
+        default: {
+            PyObject *x = AS_OBJ(a, f), *y = AS_OBJ(b, f);
+            if (x == NULL || y == NULL) {
+                if (x != y)
+                    return 0;
+                break;
+            }
+            int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+            if (eq <= 0)
+                return eq;
+        }
+        }
+    }
+    return 1;
+}
+
+PyObject *
+shp_fields_dict(PyObject *self, const shp_field *fields, int rounded)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    for (const shp_field *f = fields; f->name != NULL; f++) {
+        PyObject *v = shp_field_export(self, f, rounded);
+        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+int
+shp_fields_traverse(PyObject *self, const shp_field *fields, visitproc visit, void *arg)
+{
+    for (const shp_field *f = fields; f->name != NULL; f++)
+        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT)
+            Py_VISIT(AS_OBJ(self, f));
+    return 0;
+}
+
+void
+shp_fields_clear(PyObject *self, const shp_field *fields)
+{
+    for (const shp_field *f = fields; f->name != NULL; f++)
+        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT)
+            Py_CLEAR(AS_OBJ(self, f));
+}

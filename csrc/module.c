@@ -1,0 +1,269 @@
+/*
+ * module.c -- spatialhub.utils.profiling._native: init, methods, state.
+ *
+ * Multi-phase initialisation with all mutable state in the module state
+ * (types, exceptions, the loaded CUDA table, cached figures), so the module
+ * can be imported in sub-interpreters and re-imported after it is dropped.
+ * The CUDA driver is not touched here: it is loaded at the first CUDA use.
+ */
+#define SHP_IMPORT_ARRAY
+#include "profiling.h"
+
+#include <numpy/arrayobject.h>
+
+static struct PyModuleDef shp_module_def;
+
+shp_state *
+shp_state_from_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *m = PyType_GetModuleByDef(type, &shp_module_def);
+    return m ? (shp_state *)PyModule_GetState(m) : NULL;
+#else
+    /* Subclasses defined in Python have no module: walk to our base. */
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            continue;
+        PyObject *m = PyType_GetModule(t);
+        if (m == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyModule_GetDef(m) == &shp_module_def)
+            return (shp_state *)PyModule_GetState(m);
+    }
+    PyErr_SetString(PyExc_TypeError, "type does not come from spatialhub's native module");
+    return NULL;
+#endif
+}
+
+/* ---- small module functions --------------------------------------------- */
+
+static PyObject *
+shp_get_ram_mb(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int64_t rss = shp_rss_bytes();
+    if (rss < 0) {
+        PyErr_SetString(PyExc_OSError, "the resident set size of this process cannot be read here");
+        return NULL;
+    }
+    return PyFloat_FromDouble((double)rss / SHP_MIB);
+}
+
+static PyObject *
+shp_noop(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+shp_clock_ns(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromLongLong(shp_now_ns());
+}
+
+static PyObject *
+shp_set_force_sampled(PyObject *module, PyObject *flag)
+{
+    (void)module;
+    int t = PyObject_IsTrue(flag);
+    if (t < 0)
+        return NULL;
+    int old = shp_force_sampled_rss;
+    shp_force_sampled_rss = t;
+    return PyBool_FromLong(old);
+}
+
+static PyObject *
+shp_overhead_ms(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    shp_state *st = PyModule_GetState(module);
+    if (st->overhead_ns[0] < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(st->overhead_ns[0] / 1e6);
+}
+
+#define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
+
+static PyMethodDef shp_methods[] = {
+    {"benchmark_callable", FASTKW(shp_benchmark_callable),
+     "benchmark_callable(func, *args, name='BenchmarkTarget', device='CPU', num_warmup=10,\n"
+     "                   num_iters=50, track_ram=True, track_vram=True, sync_fn=None,\n"
+     "                   target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
+     "                   progress=None, **kwargs) -> BenchmarkStats\n\n"
+     "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
+     "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
+     "ordinal 1) syncs with the CUDA driver's cuCtxSynchronize unless sync_fn is given.\n"
+     "target_rel_ci makes num_iters a minimum and runs on until the median's 95% CI\n"
+     "half-width is within that fraction of the median, or max_time_s (default 30) is spent."},
+    {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
+     "format_benchmark_table(stats_list, title=None, throughput_unit='FPS', *, baseline=None,\n"
+     "                       param=None) -> str\n\n"
+     "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
+     "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column;\n"
+     "param adds a column with each row's params[param]."},
+    {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
+     "compare_benchmarks(baseline, candidate, *, resamples=2000, seed=0) -> Comparison\n\n"
+     "Ratio of medians (candidate / baseline) with a seeded bootstrap 95% CI and a verdict."},
+    {"get_cuda_sync_fn", (PyCFunction)shp_get_cuda_sync_fn, METH_NOARGS,
+     "get_cuda_sync_fn() -> callable or None\n\n"
+     "A native callable that runs cuCtxSynchronize on the calling thread's context (or the\n"
+     "device's primary context) with the GIL released; None without a driver or device."},
+    {"get_gpu_vram_mb", FASTKW(shp_get_gpu_vram_mb),
+     "get_gpu_vram_mb(device_id=0) -> GPUMemoryInfo or None\n\n"
+     "Device memory in MiB from cuMemGetInfo_v2 (device-wide), None without CUDA."},
+    {"get_ram_mb", shp_get_ram_mb, METH_NOARGS,
+     "get_ram_mb() -> float\n\nCurrent resident set size of this process in MiB."},
+    {"_stats_from_samples", FASTKW(shp_stats_from_samples),
+     "Test hook: BenchmarkStats summarising the given samples (ms)."},
+    {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
+    {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
+    {"_force_sampled_rss", shp_set_force_sampled, METH_O,
+     "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
+    {"_overhead_ms", shp_overhead_ms, METH_NOARGS, "The cached CPU overhead (ms) or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef noop_def = {"_noop", shp_noop, METH_NOARGS, NULL};
+
+/* ---- init ---------------------------------------------------------------- */
+
+static int
+add_type(PyObject *m, PyType_Spec *spec, PyObject *base, PyTypeObject **out)
+{
+    PyObject *t = PyType_FromModuleAndSpec(m, spec, base);
+    if (t == NULL)
+        return -1;
+    *out = (PyTypeObject *)t;
+#if PY_VERSION_HEX >= 0x030A0000
+    return PyModule_AddType(m, *out);
+#else
+    Py_INCREF(t);
+    if (PyModule_AddObject(m, shp_type_short_name(*out), t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    return 0;
+#endif
+}
+
+static int
+add_object(PyObject *m, const char *name, PyObject *obj)
+{
+    Py_INCREF(obj);
+    if (PyModule_AddObject(m, name, obj) < 0) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+shp_exec(PyObject *m)
+{
+    shp_state *st = PyModule_GetState(m);
+    if (PyArray_ImportNumPyAPI() < 0)
+        return -1;
+    st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
+    st->windows = NULL;
+    shp_stats_prepare_spec();
+    shp_gpumem_prepare_spec();
+    shp_comparison_prepare_spec();
+    if (add_type(m, &shp_stats_spec, NULL, &st->stats_type) < 0 ||
+        add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
+        add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||
+        add_type(m, &shp_cuda_sync_spec, NULL, &st->cuda_sync_type) < 0)
+        return -1;
+    st->warning = PyErr_NewExceptionWithDoc(
+        "spatialhub.utils.profiling.BenchmarkWarning",
+        "A benchmark figure that should not be trusted as it stands (overhead-dominated, "
+        "coarse timer, too few samples for the percentile shown, untracked VRAM).",
+        PyExc_UserWarning, NULL);
+    if (st->warning == NULL || add_object(m, "BenchmarkWarning", st->warning) < 0)
+        return -1;
+    st->interrupted = PyErr_NewExceptionWithDoc(
+        "spatialhub.utils.profiling.BenchmarkInterrupted",
+        "Ctrl-C during the timed loop; .stats holds the statistics of the completed iterations.",
+        PyExc_KeyboardInterrupt, NULL);
+    if (st->interrupted == NULL || add_object(m, "BenchmarkInterrupted", st->interrupted) < 0)
+        return -1;
+    st->noop = PyCFunction_NewEx(&noop_def, NULL, m);
+    if (st->noop == NULL)
+        return -1;
+    return 0;
+}
+
+static int
+shp_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    shp_state *st = PyModule_GetState(m);
+    if (st == NULL)
+        return 0;
+    Py_VISIT(st->stats_type);
+    Py_VISIT(st->gpumem_type);
+    Py_VISIT(st->comparison_type);
+    Py_VISIT(st->cuda_sync_type);
+    Py_VISIT(st->warning);
+    Py_VISIT(st->interrupted);
+    Py_VISIT(st->noop);
+    Py_VISIT(st->env_static);
+    return 0;
+}
+
+static int
+shp_clear(PyObject *m)
+{
+    shp_state *st = PyModule_GetState(m);
+    if (st == NULL)
+        return 0;
+    Py_CLEAR(st->stats_type);
+    Py_CLEAR(st->gpumem_type);
+    Py_CLEAR(st->comparison_type);
+    Py_CLEAR(st->cuda_sync_type);
+    Py_CLEAR(st->warning);
+    Py_CLEAR(st->interrupted);
+    Py_CLEAR(st->noop);
+    Py_CLEAR(st->env_static);
+    return 0;
+}
+
+static void
+shp_free(void *m)
+{
+    shp_state *st = PyModule_GetState((PyObject *)m);
+    shp_clear((PyObject *)m);
+    if (st != NULL)
+        shp_cuda_teardown(st);
+}
+
+static PyModuleDef_Slot shp_slots[] = {
+    {Py_mod_exec, shp_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef shp_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "spatialhub.utils.profiling._native",
+    .m_doc = "Native core of spatialhub.utils.profiling: timing loop, statistics, memory, CUDA.",
+    .m_size = sizeof(shp_state),
+    .m_methods = shp_methods,
+    .m_slots = shp_slots,
+    .m_traverse = shp_traverse,
+    .m_clear = shp_clear,
+    .m_free = shp_free,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModuleDef_Init(&shp_module_def);
+}

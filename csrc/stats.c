@@ -1,0 +1,613 @@
+/*
+ * stats.c -- the BenchmarkStats and GPUMemoryInfo types.
+ *
+ * Heap types from PyType_Spec whose attributes come from one field table
+ * each (fields.c).  BenchmarkStats keeps the seed's 13 fields first and in
+ * order, so `BenchmarkStats(name, device, mean_ms, ...)` works like the
+ * seed's dataclass; everything added later is keyword-only and optional.
+ * The raw samples live in a C buffer owned by the object and are exposed
+ * as read-only NumPy views that keep the object (and so the buffer) alive.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+#include <structmember.h>
+#include <numpy/arrayobject.h>
+
+#define S_OFF(m) offsetof(shp_Stats, m)
+#define REQ(nm, kind, m, rnd, doc) {nm, kind, S_OFF(m), rnd, 1, 0, 0.0, SHP_SHOW_ALWAYS, doc}
+#define OPT(nm, kind, m, rnd, dflt, doc) {nm, kind, S_OFF(m), rnd, 0, 0, dflt, SHP_SHOW_ALWAYS, doc}
+#define KW(nm, kind, m, rnd, dflt, show, doc) {nm, kind, S_OFF(m), rnd, 0, 1, dflt, show, doc}
+
+static const shp_field stats_fields[] = {
+    REQ("name", SHP_F_STR, name, SHP_R_NONE, "Label of the benchmark target."),
+    REQ("device", SHP_F_STR, device, SHP_R_NONE, "Device or execution-provider label."),
+    REQ("mean_ms", SHP_F_DOUBLE, mean_ms, SHP_R_MS, "Arithmetic mean latency (ms)."),
+    REQ("median_ms", SHP_F_DOUBLE, median_ms, SHP_R_MS, "Median latency (ms), NumPy-linear."),
+    REQ("std_ms", SHP_F_DOUBLE, std_ms, SHP_R_MS, "Sample standard deviation (n-1) of latency (ms)."),
+    REQ("p95_ms", SHP_F_DOUBLE, p95_ms, SHP_R_MS, "95th percentile latency (ms), NumPy-linear."),
+    REQ("min_ms", SHP_F_DOUBLE, min_ms, SHP_R_MS, "Fastest iteration (ms)."),
+    REQ("max_ms", SHP_F_DOUBLE, max_ms, SHP_R_MS, "Slowest iteration (ms)."),
+    REQ("fps", SHP_F_DOUBLE, fps, SHP_R_FPS, "Calls per second: 1000 / mean_ms (0.0 if mean_ms is 0)."),
+    REQ("warmup_iters", SHP_F_COUNT, warmup_iters, SHP_R_NONE, "Warm-up iterations completed."),
+    REQ("timed_iters", SHP_F_COUNT, timed_iters, SHP_R_NONE, "Timed iterations measured."),
+    OPT("ram_delta_mb", SHP_F_DOUBLE, ram_delta_mb, SHP_R_MB, 0.0,
+        "Peak RSS over warm-up and timed iterations minus the baseline (MiB, >= 0)."),
+    OPT("vram_delta_mb", SHP_F_DOUBLE, vram_delta_mb, SHP_R_MB, 0.0,
+        "Peak device used memory minus the baseline (MiB, device-wide; CUDA only)."),
+    KW("p50_ms", SHP_F_OPT_DOUBLE, p50_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "50th percentile (ms)."),
+    KW("p90_ms", SHP_F_OPT_DOUBLE, p90_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "90th percentile (ms)."),
+    KW("p99_ms", SHP_F_OPT_DOUBLE, p99_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "99th percentile (ms)."),
+    KW("iqr_ms", SHP_F_OPT_DOUBLE, iqr_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "Interquartile range p75 - p25 (ms)."),
+    KW("ci95_low_ms", SHP_F_OPT_DOUBLE, ci95_low_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "Lower end of the distribution-free 95% confidence interval of the median (ms)."),
+    KW("ci95_high_ms", SHP_F_OPT_DOUBLE, ci95_high_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "Upper end of the distribution-free 95% confidence interval of the median (ms)."),
+    KW("outliers", SHP_F_OPT_COUNT, outliers, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Samples beyond Tukey's 1.5 IQR fences (counted, never dropped)."),
+    KW("overhead_ms", SHP_F_OPT_DOUBLE, overhead_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "The harness's own floor: median of a native no-op timed through the same loop (ms)."),
+    KW("ram_peak_method", SHP_F_OPT_STR, ram_peak_method, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "How ram_delta_mb was measured: 'hwm', 'sampled' or 'off'."),
+    KW("target_met", SHP_F_OPT_BOOL, target_met, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Adaptive runs: whether target_rel_ci was reached (None when not adaptive)."),
+    KW("batch_size", SHP_F_COUNT, batch_size, SHP_R_NONE, 1.0, SHP_SHOW_IF_SET,
+       "Items processed per call; throughput = fps * batch_size."),
+    KW("torch_max_allocated_mb", SHP_F_OPT_DOUBLE, torch_max_allocated_mb, SHP_R_MB, 0, SHP_SHOW_IF_SET,
+       "PyTorch's own peak allocated CUDA memory over the run (MiB), when profiled with torch."),
+    KW("params", SHP_F_OPT_DICT, params, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Swept parameters of this run (e.g. {'batch_size': 16})."),
+    KW("env", SHP_F_OPT_DICT, env, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "Environment the numbers were taken in (Python, CPU, NumPy, torch, driver, GPU)."),
+    {NULL},
+};
+#define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)
+#define N_SEED_FIELDS 13
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+static PyObject *
+Stats_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    shp_Stats *self = (shp_Stats *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    shp_fields_set_defaults((PyObject *)self, stats_fields);
+    return (PyObject *)self;
+}
+
+shp_Stats *
+shp_stats_alloc(shp_state *st)
+{
+    return (shp_Stats *)Stats_new(st->stats_type, NULL, NULL);
+}
+
+void
+shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n)
+{
+    PyMem_Free(s->samples);
+    s->samples = samples;
+    s->nsamples = n;
+}
+
+void
+shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm)
+{
+    s->mean_ms = sm->mean;
+    s->median_ms = sm->median;
+    s->std_ms = sm->std;
+    s->p95_ms = sm->p95;
+    s->min_ms = sm->min;
+    s->max_ms = sm->max;
+    s->fps = sm->mean > 0 ? 1000.0 / sm->mean : 0.0;
+    s->p50_ms = sm->p50;
+    s->p90_ms = sm->p90;
+    s->p99_ms = sm->p99;
+    s->iqr_ms = sm->q3 - sm->q1;
+    s->ci95_low_ms = sm->ci_low;
+    s->ci95_high_ms = sm->ci_high;
+    s->outliers = sm->outliers;
+}
+
+int
+shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n)
+{
+    PyArrayObject *arr = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 1, 1,
+                                                          NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST);
+    if (arr == NULL)
+        return -1;
+    Py_ssize_t len = PyArray_DIM(arr, 0);
+    double *buf = PyMem_Malloc(len > 0 ? (size_t)len * sizeof(double) : 1);
+    if (buf == NULL) {
+        Py_DECREF(arr);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (len > 0)
+        memcpy(buf, PyArray_DATA(arr), (size_t)len * sizeof(double));
+    Py_DECREF(arr);
+    *out = buf;
+    *n = len;
+    return 0;
+}
+
+static int
+set_samples(shp_Stats *self, PyObject *obj)
+{
+    if (obj == Py_None) {
+        shp_stats_adopt_samples(self, NULL, 0);
+        return 0;
+    }
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "samples_ms must be a sequence of numbers, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    double *buf;
+    Py_ssize_t n;
+    if (shp_samples_from_object(obj, &buf, &n) < 0)
+        return -1;
+    shp_stats_adopt_samples(self, buf, n);
+    return 0;
+}
+
+static int
+Stats_init(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    shp_Stats *self = (shp_Stats *)op;
+    PyObject *kw = NULL, *samples = NULL;
+    int rc = -1;
+    if (kwargs != NULL) {
+        kw = PyDict_Copy(kwargs);
+        if (kw == NULL)
+            return -1;
+        samples = PyDict_GetItemString(kw, "samples_ms");   /* borrowed */
+        if (samples != NULL) {
+            Py_INCREF(samples);
+            if (PyDict_DelItemString(kw, "samples_ms") < 0)
+                goto done;
+        }
+    }
+    shp_fields_set_defaults(op, stats_fields);   /* __init__ may run twice */
+    shp_stats_adopt_samples(self, NULL, 0);
+    if (shp_fields_init(op, stats_fields, args, kw) < 0)
+        goto done;
+    if (samples != NULL && set_samples(self, samples) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(samples);
+    Py_XDECREF(kw);
+    return rc;
+}
+
+static int
+Stats_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return shp_fields_traverse(self, stats_fields, visit, arg);
+}
+
+static int
+Stats_clear(PyObject *self)
+{
+    shp_fields_clear(self, stats_fields);
+    return 0;
+}
+
+static void
+Stats_dealloc(PyObject *op)
+{
+    shp_Stats *self = (shp_Stats *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs(op);
+    Stats_clear(op);
+    PyMem_Free(self->samples);
+    self->samples = NULL;
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+/* ---- protocol ---------------------------------------------------------- */
+
+static PyObject *
+Stats_repr(PyObject *self)
+{
+    return shp_fields_repr(self, stats_fields);
+}
+
+static PyObject *
+Stats_richcompare(PyObject *a, PyObject *b, int op)
+{
+    shp_state *st = shp_state_from_type(Py_TYPE(a));
+    if ((op != Py_EQ && op != Py_NE) || st == NULL ||
+        !PyObject_TypeCheck(b, st->stats_type))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = shp_fields_equal(a, b, stats_fields);
+    if (eq < 0)
+        return NULL;
+    shp_Stats *x = (shp_Stats *)a, *y = (shp_Stats *)b;
+    if (eq && x->nsamples != y->nsamples)
+        eq = 0;
+    for (Py_ssize_t i = 0; eq && i < x->nsamples; i++)
+        eq = x->samples[i] == y->samples[i];
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+/* ---- computed attributes ----------------------------------------------- */
+
+static PyObject *
+Stats_get_samples(PyObject *op, void *closure)
+{
+    (void)closure;
+    shp_Stats *self = (shp_Stats *)op;
+    if (self->samples == NULL)
+        Py_RETURN_NONE;
+    npy_intp dim = (npy_intp)self->nsamples;
+    PyObject *arr = PyArray_SimpleNewFromData(1, &dim, NPY_DOUBLE, self->samples);
+    if (arr == NULL)
+        return NULL;
+    PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE);
+    /* The view owns a reference to us: the buffer outlives every view. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(op)) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static PyObject *
+Stats_get_throughput(PyObject *op, void *closure)
+{
+    (void)closure;
+    shp_Stats *self = (shp_Stats *)op;
+    return PyFloat_FromDouble(self->fps * (double)self->batch_size);
+}
+
+static const PyGetSetDef stats_extra_getset[] = {
+    {"samples_ms", Stats_get_samples, NULL,
+     "Raw per-iteration latencies (ms) in iteration order: a read-only float64 NumPy view "
+     "of the buffer this object owns, or None.", NULL},
+    {"throughput", Stats_get_throughput, NULL, "fps * batch_size: items per second.", NULL},
+    {NULL},
+};
+
+static PyGetSetDef stats_getset[N_STATS_FIELDS + 3];
+
+/* ---- methods ----------------------------------------------------------- */
+
+static PyObject *
+samples_list(shp_Stats *self)
+{
+    PyObject *l = PyList_New(self->nsamples);
+    if (l == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->nsamples; i++) {
+        PyObject *v = PyFloat_FromDouble(self->samples[i]);
+        if (v == NULL) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, v);
+    }
+    return l;
+}
+
+/* dict of the fields, the seed's keys first; samples_ms appended on demand. */
+static PyObject *
+stats_dict(shp_Stats *self, int rounded, int with_samples)
+{
+    PyObject *d = shp_fields_dict((PyObject *)self, stats_fields, rounded);
+    if (d == NULL || !with_samples || self->samples == NULL)
+        return d;
+    PyObject *l = samples_list(self);
+    if (l == NULL || PyDict_SetItemString(d, "samples_ms", l) < 0) {
+        Py_XDECREF(l);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(l);
+    return d;
+}
+
+static int
+parse_samples_flag(PyObject *args, PyObject *kwargs, const char *fname, int *samples,
+                   PyObject **indent)
+{
+    static char *kw_dict[] = {"samples", NULL};
+    static char *kw_json[] = {"samples", "indent", NULL};
+    *samples = 0;
+    if (indent == NULL)
+        return PyArg_ParseTupleAndKeywords(args, kwargs, "|$p", kw_dict, samples) ? 0 : -1;
+    (void)fname;
+    return PyArg_ParseTupleAndKeywords(args, kwargs, "|$pO", kw_json, samples, indent) ? 0 : -1;
+}
+
+static PyObject *
+Stats_to_dict(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    int samples;
+    if (parse_samples_flag(args, kwargs, "to_dict", &samples, NULL) < 0)
+        return NULL;
+    return stats_dict((shp_Stats *)self, 1, samples);
+}
+
+static PyObject *
+Stats_to_json(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    int samples;
+    PyObject *indent = Py_None, *json = NULL, *d = NULL, *res = NULL;
+    if (parse_samples_flag(args, kwargs, "to_json", &samples, &indent) < 0)
+        return NULL;
+    d = stats_dict((shp_Stats *)self, 1, samples);
+    if (d == NULL)
+        goto done;
+    json = PyImport_ImportModule("json");
+    if (json == NULL)
+        goto done;
+    PyObject *dumps = PyObject_GetAttrString(json, "dumps");
+    if (dumps == NULL)
+        goto done;
+    PyObject *kw = Py_BuildValue("{sOsO}", "indent", indent, "allow_nan", Py_False);
+    if (kw != NULL) {
+        PyObject *a = PyTuple_Pack(1, d);
+        if (a != NULL)
+            res = PyObject_Call(dumps, a, kw);
+        Py_XDECREF(a);
+        Py_DECREF(kw);
+    }
+    Py_DECREF(dumps);
+done:
+    Py_XDECREF(json);
+    Py_XDECREF(d);
+    return res;
+}
+
+static PyObject *
+Stats_from_dict(PyObject *cls, PyObject *d)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "from_dict() needs a dict, not %.100s", Py_TYPE(d)->tp_name);
+        return NULL;
+    }
+    PyObject *args = PyTuple_New(0);
+    if (args == NULL)
+        return NULL;
+    PyObject *res = PyObject_Call(cls, args, d);
+    Py_DECREF(args);
+    return res;
+}
+
+static PyObject *
+Stats_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *copyreg = NULL, *newobj = NULL, *state = NULL, *res = NULL;
+    copyreg = PyImport_ImportModule("copyreg");
+    if (copyreg == NULL)
+        goto done;
+    newobj = PyObject_GetAttrString(copyreg, "__newobj__");
+    if (newobj == NULL)
+        goto done;
+    state = stats_dict((shp_Stats *)self, 0, 1);
+    if (state == NULL)
+        goto done;
+    res = Py_BuildValue("O(O)O", newobj, (PyObject *)Py_TYPE(self), state);
+done:
+    Py_XDECREF(state);
+    Py_XDECREF(newobj);
+    Py_XDECREF(copyreg);
+    return res;
+}
+
+static PyObject *
+Stats_setstate(PyObject *self, PyObject *state)
+{
+    if (!PyDict_Check(state)) {
+        PyErr_SetString(PyExc_TypeError, "__setstate__ needs a dict");
+        return NULL;
+    }
+    PyObject *args = PyTuple_New(0);
+    if (args == NULL)
+        return NULL;
+    int rc = Stats_init(self, args, state);
+    Py_DECREF(args);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Stats_repr_markdown(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    shp_state *st = shp_state_from_type(Py_TYPE(self));
+    if (st == NULL)
+        return NULL;
+    return shp_stats_markdown(st, self);
+}
+
+static PyObject *
+Stats_repr_html(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    shp_state *st = shp_state_from_type(Py_TYPE(self));
+    if (st == NULL)
+        return NULL;
+    return shp_stats_html(st, self);
+}
+
+static PyMethodDef stats_methods[] = {
+    {"to_dict", (PyCFunction)(void (*)(void))Stats_to_dict, METH_VARARGS | METH_KEYWORDS,
+     "to_dict(*, samples=False) -> dict\n\nFields in order (the seed's first), rounded: "
+     "milliseconds to 4 decimals, fps to 2, MiB to 2.  samples=True adds 'samples_ms'."},
+    {"to_json", (PyCFunction)(void (*)(void))Stats_to_json, METH_VARARGS | METH_KEYWORDS,
+     "to_json(*, samples=False, indent=None) -> str\n\njson.dumps(self.to_dict(samples=...))."},
+    {"from_dict", Stats_from_dict, METH_O | METH_CLASS,
+     "from_dict(d) -> BenchmarkStats\n\nRebuild from to_dict() / to_json() output."},
+    {"__reduce__", Stats_reduce, METH_NOARGS, "Pickle support (all fields and samples, unrounded)."},
+    {"__setstate__", Stats_setstate, METH_O, "Pickle support."},
+    {"_repr_markdown_", Stats_repr_markdown, METH_NOARGS, "The one-row Markdown table (Jupyter)."},
+    {"_repr_html_", Stats_repr_html, METH_NOARGS, "The one-row HTML table (Jupyter)."},
+    {NULL},
+};
+
+static PyMemberDef stats_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Stats, weakreflist), READONLY, NULL},
+    {NULL},
+};
+
+static PyType_Slot stats_slots[] = {
+    {Py_tp_new, Stats_new},
+    {Py_tp_init, Stats_init},
+    {Py_tp_dealloc, Stats_dealloc},
+    {Py_tp_traverse, Stats_traverse},
+    {Py_tp_clear, Stats_clear},
+    {Py_tp_repr, Stats_repr},
+    {Py_tp_richcompare, Stats_richcompare},
+    {Py_tp_hash, PyObject_HashNotImplemented},
+    {Py_tp_methods, stats_methods},
+    {Py_tp_getset, stats_getset},
+    {Py_tp_members, stats_members},
+    {Py_tp_doc,
+     "BenchmarkStats(name, device, mean_ms, median_ms, std_ms, p95_ms, min_ms, max_ms, fps,\n"
+     "               warmup_iters, timed_iters, ram_delta_mb=0.0, vram_delta_mb=0.0, *, ...)\n\n"
+     "Aggregated latency, throughput and memory figures of one benchmark.  The first 13\n"
+     "fields are the seed's dataclass, in order; the rest are keyword-only and optional."},
+    {0, NULL},
+};
+
+PyType_Spec shp_stats_spec = {
+    .name = "spatialhub.utils.profiling.BenchmarkStats",
+    .basicsize = sizeof(shp_Stats),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = stats_slots,
+};
+
+void
+shp_stats_prepare_spec(void)
+{
+    shp_fields_fill_getset(stats_fields, stats_extra_getset, stats_getset);
+}
+
+/* ---- GPUMemoryInfo ----------------------------------------------------- */
+
+#define G_OFF(m) offsetof(shp_GPUMemoryInfo, m)
+static const shp_field gpumem_fields[] = {
+    {"total_mb", SHP_F_DOUBLE, G_OFF(total_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
+     "Device memory in MiB."},
+    {"free_mb", SHP_F_DOUBLE, G_OFF(free_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
+     "Free device memory in MiB (cuMemGetInfo_v2)."},
+    {"used_mb", SHP_F_DOUBLE, G_OFF(used_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
+     "total_mb - free_mb: used by every process on the device."},
+    {NULL},
+};
+
+static PyGetSetDef gpumem_getset[4];
+
+static PyObject *
+Gpu_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self != NULL)
+        shp_fields_set_defaults(self, gpumem_fields);
+    return self;
+}
+
+static int
+Gpu_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return shp_fields_init(self, gpumem_fields, args, kwargs);
+}
+
+static void
+Gpu_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+Gpu_repr(PyObject *self)
+{
+    return shp_fields_repr(self, gpumem_fields);
+}
+
+static PyObject *
+Gpu_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, Py_TYPE(a)))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = shp_fields_equal(a, b, gpumem_fields);
+    if (eq < 0)
+        return NULL;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *
+Gpu_to_dict(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return shp_fields_dict(self, gpumem_fields, 1);
+}
+
+static PyObject *
+Gpu_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    shp_GPUMemoryInfo *g = (shp_GPUMemoryInfo *)self;
+    return Py_BuildValue("O(ddd)", (PyObject *)Py_TYPE(self), g->total_mb, g->free_mb, g->used_mb);
+}
+
+static PyMethodDef gpumem_methods[] = {
+    {"to_dict", Gpu_to_dict, METH_NOARGS, "to_dict() -> dict (MiB rounded to 2 decimals)."},
+    {"__reduce__", Gpu_reduce, METH_NOARGS, "Pickle support."},
+    {NULL},
+};
+
+static PyType_Slot gpumem_slots[] = {
+    {Py_tp_new, Gpu_new},
+    {Py_tp_init, Gpu_init},
+    {Py_tp_dealloc, Gpu_dealloc},
+    {Py_tp_repr, Gpu_repr},
+    {Py_tp_richcompare, Gpu_richcompare},
+    {Py_tp_hash, PyObject_HashNotImplemented},
+    {Py_tp_methods, gpumem_methods},
+    {Py_tp_getset, gpumem_getset},
+    {Py_tp_doc, "GPUMemoryInfo(total_mb, free_mb, used_mb)\n\n"
+                "Device memory in MiB, as cuMemGetInfo_v2 reports it (device-wide)."},
+    {0, NULL},
+};
+
+PyType_Spec shp_gpumem_spec = {
+    .name = "spatialhub.utils.profiling.GPUMemoryInfo",
+    .basicsize = sizeof(shp_GPUMemoryInfo),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = gpumem_slots,
+};
+
+void
+shp_gpumem_prepare_spec(void)
+{
+    shp_fields_fill_getset(gpumem_fields, NULL, gpumem_getset);
+}
+
+PyObject *
+shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b)
+{
+    shp_GPUMemoryInfo *g = (shp_GPUMemoryInfo *)Gpu_new(st->gpumem_type, NULL, NULL);
+    if (g == NULL)
+        return NULL;
+    g->total_mb = (double)total_b / SHP_MIB;
+    g->free_mb = (double)free_b / SHP_MIB;
+    g->used_mb = (double)(total_b >= free_b ? total_b - free_b : 0) / SHP_MIB;
+    return (PyObject *)g;
+}

@@ -1,0 +1,312 @@
+/*
+ * summary.c -- statistics of a sample buffer.
+ *
+ * Order statistics come from selection (introselect on a scratch copy), not
+ * a full sort: every figure we report needs only a dozen ranks, so the cost
+ * is O(n) with a small constant, like NumPy's partition-based percentile.
+ * Percentiles reproduce NumPy's default method="linear" (Hyndman & Fan type
+ * 7) down to its interpolation formula, so np.percentile(samples, q) equals
+ * ours exactly, not only to rounding.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+
+static inline void
+swap_d(double *a, double *b)
+{
+    double t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void
+insertion_sort(double *a, Py_ssize_t lo, Py_ssize_t hi)
+{
+    for (Py_ssize_t i = lo + 1; i <= hi; i++) {
+        double v = a[i];
+        Py_ssize_t j = i - 1;
+        while (j >= lo && a[j] > v) {
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = v;
+    }
+}
+
+static void
+sift_down(double *a, Py_ssize_t start, Py_ssize_t root, Py_ssize_t end)
+{
+    /* heap over a[start..end], indices relative to start */
+    for (;;) {
+        Py_ssize_t child = 2 * (root - start) + 1 + start;
+        if (child > end)
+            return;
+        if (child + 1 <= end && a[child] < a[child + 1])
+            child++;
+        if (!(a[root] < a[child]))
+            return;
+        swap_d(&a[root], &a[child]);
+        root = child;
+    }
+}
+
+/* The fallback that bounds introselect's worst case: heapsort the range. */
+static void
+heap_sort(double *a, Py_ssize_t lo, Py_ssize_t hi)
+{
+    for (Py_ssize_t r = lo + (hi - lo - 1) / 2; r >= lo; r--)
+        sift_down(a, lo, r, hi);
+    for (Py_ssize_t end = hi; end > lo; end--) {
+        swap_d(&a[lo], &a[end]);
+        sift_down(a, lo, lo, end - 1);
+    }
+}
+
+/* Rearrange a[lo..hi] (inclusive) so that a[k] is its order statistic, with
+ * nothing greater before it and nothing smaller after it. */
+static void
+select_k(double *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t k)
+{
+    int budget = 2;
+    for (Py_ssize_t m = hi - lo + 1; m > 1; m >>= 1)
+        budget += 2;
+    while (hi > lo) {
+        if (hi - lo < 16) {
+            insertion_sort(a, lo, hi);
+            return;
+        }
+        if (budget-- == 0) {
+            heap_sort(a, lo, hi);
+            return;
+        }
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < a[lo]) swap_d(&a[mid], &a[lo]);
+        if (a[hi] < a[lo]) swap_d(&a[hi], &a[lo]);
+        if (a[hi] < a[mid]) swap_d(&a[hi], &a[mid]);
+        double pivot = a[mid];
+        /* Hoare partition: ties split evenly, so constant data is O(n). */
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) {
+                swap_d(&a[i], &a[j]);
+                i++;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;   /* a[j+1..i-1] all equal the pivot */
+    }
+}
+
+/* Place every rank of r[0..m) (sorted, unique, within [lo, hi]). */
+static void
+select_many(double *a, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t *r, int m)
+{
+    while (m > 0 && lo < hi) {
+        int mid = m / 2;
+        Py_ssize_t k = r[mid];
+        select_k(a, lo, hi, k);
+        select_many(a, lo, k - 1, r, mid);
+        lo = k + 1;
+        r += mid + 1;
+        m -= mid + 1;
+    }
+}
+
+/* NumPy's _lerp: the branch on t keeps the result exact at both ends. */
+static inline double
+np_lerp(double a, double b, double t)
+{
+    double d = b - a;
+    return t >= 0.5 ? b - d * (1.0 - t) : a + d * t;
+}
+
+/* Ranks (0-based) that the linear percentile q needs: floor(h), floor(h)+1. */
+static void
+pct_ranks(Py_ssize_t n, double q, Py_ssize_t *lo, Py_ssize_t *hi, double *t)
+{
+    double h = (double)(n - 1) * q;
+    if (h >= (double)(n - 1)) {
+        *lo = *hi = n - 1;
+        *t = 0.0;
+        return;
+    }
+    if (h < 0) {
+        *lo = *hi = 0;
+        *t = 0.0;
+        return;
+    }
+    double f = floor(h);
+    *lo = (Py_ssize_t)f;
+    *hi = *lo + 1;
+    *t = h - f;
+}
+
+/* Percentile from an array in which the needed ranks are already placed. */
+static double
+pct_placed(const double *a, Py_ssize_t n, double q)
+{
+    Py_ssize_t lo, hi;
+    double t;
+    pct_ranks(n, q, &lo, &hi, &t);
+    return np_lerp(a[lo], a[hi], t);
+}
+
+double
+shp_percentile_inplace(double *a, Py_ssize_t n, double q)
+{
+    Py_ssize_t r[2];
+    double t;
+    pct_ranks(n, q, &r[0], &r[1], &t);
+    select_many(a, 0, n - 1, r, r[0] == r[1] ? 1 : 2);
+    return np_lerp(a[r[0]], a[r[1]], t);
+}
+
+void
+shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k)
+{
+    /* Largest j with P(B <= j-1) <= 0.025, B ~ Binomial(n, 1/2): then
+     * [x_(j), x_(n+1-j)] covers the median with probability >= 95%
+     * (distribution-free; e.g. Conover, Practical Nonparametric Statistics,
+     * section 3.2).  The pmf is summed from far in the lower tail, where
+     * the mass left out is below 1e-20, so the cost is O(sqrt(n)). */
+    Py_ssize_t i0 = 0;
+    double pmf;
+    if (n > 1000) {
+        double sd = sqrt((double)n) / 2.0;
+        i0 = (Py_ssize_t)floor((double)n / 2.0 - 10.0 * sd);
+        pmf = exp(lgamma((double)n + 1) - lgamma((double)i0 + 1) -
+                  lgamma((double)(n - i0) + 1) - (double)n * log(2.0));
+    }
+    else {
+        pmf = ldexp(1.0, -(int)n);   /* P(B = 0) = 2^-n, fine for n <= 1000 */
+    }
+    double cdf = 0.0;
+    Py_ssize_t best = 0;   /* j; 0 = no rank qualifies */
+    for (Py_ssize_t i = i0; i <= n / 2; i++) {
+        cdf += pmf;
+        if (cdf > 0.025)
+            break;
+        best = i + 1;
+        pmf *= (double)(n - i) / (double)(i + 1);
+    }
+    if (best < 1)
+        best = 1;   /* n < 6: [min, max], coverage below 95% */
+    *j = best;
+    *k = n + 1 - best;
+}
+
+static int
+add_rank(Py_ssize_t *r, int m, Py_ssize_t v)
+{
+    r[m] = v;
+    return m + 1;
+}
+
+static int
+sort_unique(Py_ssize_t *r, int m)
+{
+    for (int i = 1; i < m; i++) {
+        Py_ssize_t v = r[i];
+        int j = i - 1;
+        while (j >= 0 && r[j] > v) {
+            r[j + 1] = r[j];
+            j--;
+        }
+        r[j + 1] = v;
+    }
+    int u = 0;
+    for (int i = 0; i < m; i++)
+        if (u == 0 || r[u - 1] != r[i])
+            r[u++] = r[i];
+    return u;
+}
+
+static const double SHP_QS[] = {0.25, 0.5, 0.75, 0.9, 0.95, 0.99};
+#define SHP_NQ ((int)(sizeof(SHP_QS) / sizeof(SHP_QS[0])))
+
+void
+shp_summarize(const double *x, Py_ssize_t n, double *scratch, shp_summary *out)
+{
+    /* mean with Neumaier compensation; min/max in the same pass */
+    double sum = 0.0, comp = 0.0, mn = x[0], mx = x[0];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = x[i], t = sum + v;
+        comp += fabs(sum) >= fabs(v) ? (sum - t) + v : (v - t) + sum;
+        sum = t;
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+    }
+    double mean = (sum + comp) / (double)n;
+    double ss = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double d = x[i] - mean;
+        ss += d * d;
+    }
+    out->mean = mean;
+    out->std = n > 1 ? sqrt(ss / (double)(n - 1)) : 0.0;
+    out->min = mn;
+    out->max = mx;
+
+    Py_ssize_t r[2 * SHP_NQ + 2], cj, ck;
+    int m = 0;
+    for (int i = 0; i < SHP_NQ; i++) {
+        Py_ssize_t lo, hi;
+        double t;
+        pct_ranks(n, SHP_QS[i], &lo, &hi, &t);
+        m = add_rank(r, m, lo);
+        m = add_rank(r, m, hi);
+    }
+    shp_median_ci_ranks(n, &cj, &ck);
+    m = add_rank(r, m, cj - 1);
+    m = add_rank(r, m, ck - 1);
+    m = sort_unique(r, m);
+
+    memcpy(scratch, x, (size_t)n * sizeof(double));
+    select_many(scratch, 0, n - 1, r, m);
+
+    out->q1 = pct_placed(scratch, n, 0.25);
+    out->p50 = out->median = pct_placed(scratch, n, 0.5);
+    out->q3 = pct_placed(scratch, n, 0.75);
+    out->p90 = pct_placed(scratch, n, 0.9);
+    out->p95 = pct_placed(scratch, n, 0.95);
+    out->p99 = pct_placed(scratch, n, 0.99);
+    out->ci_low = scratch[cj - 1];
+    out->ci_high = scratch[ck - 1];
+
+    double iqr = out->q3 - out->q1;
+    double lo_f = out->q1 - 1.5 * iqr, hi_f = out->q3 + 1.5 * iqr;
+    Py_ssize_t outl = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        outl += (x[i] < lo_f) | (x[i] > hi_f);
+    out->outliers = outl;
+}
+
+void
+shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
+              double *median, double *lo, double *hi)
+{
+    Py_ssize_t r[4], a, b, cj, ck;
+    double t;
+    pct_ranks(n, 0.5, &a, &b, &t);
+    shp_median_ci_ranks(n, &cj, &ck);
+    int m = 0;
+    m = add_rank(r, m, a);
+    m = add_rank(r, m, b);
+    m = add_rank(r, m, cj - 1);
+    m = add_rank(r, m, ck - 1);
+    m = sort_unique(r, m);
+    memcpy(scratch, x, (size_t)n * sizeof(double));
+    select_many(scratch, 0, n - 1, r, m);
+    *median = np_lerp(scratch[a], scratch[b], t);
+    *lo = scratch[cj - 1];
+    *hi = scratch[ck - 1];
+}

@@ -1,0 +1,570 @@
+/*
+ * table.c -- format_benchmark_table: Markdown (and HTML for notebooks).
+ *
+ * The layout is the pure-Python predecessor's, so existing reports diff
+ * cleanly; two of its habits are not kept: a latency under 0.1 ms keeps
+ * four significant digits instead of printing 0.00, and a '|' in a name is
+ * escaped instead of breaking the row.  Cells are built once as plain text
+ * with a per-column decoration, then rendered as Markdown or HTML.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
+
+#define MAX_COLS 12
+
+typedef struct {
+    int ncols;
+    const char *header[MAX_COLS];
+    PyObject *header_obj[MAX_COLS];   /* when the header is dynamic */
+    decoration dec[MAX_COLS];
+    PyObject *rows;                   /* list of lists of str */
+} grid;
+
+/* Milliseconds: two decimals, or four significant digits below 0.1 ms. */
+static void
+fmt_ms(double x, char *buf, size_t n)
+{
+    double ax = fabs(x);
+    if (ax != 0.0 && ax < 0.1 && isfinite(ax)) {
+        int decimals = 3 - (int)floor(log10(ax));
+        if (decimals > 12)
+            decimals = 12;
+        PyOS_snprintf(buf, n, "%.*f", decimals, x);
+    }
+    else {
+        PyOS_snprintf(buf, n, "%.2f", x);
+    }
+}
+
+static void
+fmt_mb(double x, char *buf, size_t n)
+{
+    if (x > 0)
+        PyOS_snprintf(buf, n, "+%.1f MB", x);
+    else
+        PyOS_snprintf(buf, n, "%.1f MB", x == 0.0 ? 0.0 : x);
+}
+
+/* A one-element list holding a new reference to o. */
+static PyObject *
+list_of_one(PyObject *o)
+{
+    PyObject *l = PyList_New(1);
+    if (l != NULL)
+        PyList_SET_ITEM(l, 0, Py_NewRef(o));
+    return l;
+}
+
+static int
+is_cuda_label(PyObject *device)
+{
+    const char *s = PyUnicode_AsUTF8(device);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ord, c = shp_cuda_parse_device(s, &ord);
+    if (c < 0) {   /* "cuda:x": a CUDA label with a bad ordinal */
+        PyErr_Clear();
+        c = 1;
+    }
+    return c;
+}
+
+static int
+append_cell(PyObject *row, const char *text)
+{
+    PyObject *s = PyUnicode_FromString(text);
+    if (s == NULL)
+        return -1;
+    int rc = PyList_Append(row, s);
+    Py_DECREF(s);
+    return rc;
+}
+
+static int
+append_obj(PyObject *row, PyObject *s)
+{
+    if (s == NULL)
+        return -1;
+    int rc = PyList_Append(row, s);
+    Py_DECREF(s);
+    return rc;
+}
+
+static PyObject *
+param_cell(shp_Stats *s, PyObject *param)
+{
+    if (s->params == NULL)
+        return PyUnicode_FromString("");
+    PyObject *v = PyDict_GetItemWithError(s->params, param);
+    if (v == NULL)
+        return PyErr_Occurred() ? NULL : PyUnicode_FromString("");
+    return PyObject_Str(v);
+}
+
+static PyObject *
+baseline_cell(shp_Stats *s, shp_Stats *base)
+{
+    char buf[64];
+    if (s == base)
+        return PyUnicode_FromString("baseline");
+    if (!(base->median_ms > 0)) {
+        return PyUnicode_FromString("n/a");
+    }
+    double ratio = s->median_ms / base->median_ms;
+    const char *verdict = NULL;
+    if (s->samples != NULL && base->samples != NULL && s->nsamples > 0 && base->nsamples > 0) {
+        double ma, mb, r, lo, hi;
+        if (shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
+                                0, 2000, &ma, &mb, &r, &lo, &hi) < 0)
+            return NULL;
+        ratio = r;
+        verdict = shp_verdict(lo, hi);
+    }
+    if (verdict != NULL)
+        PyOS_snprintf(buf, sizeof(buf), "%.2fx %s", ratio, verdict);
+    else
+        PyOS_snprintf(buf, sizeof(buf), "%.2fx", ratio);
+    return PyUnicode_FromString(buf);
+}
+
+static int
+build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
+{
+    char a[64], b[64], buf[160];
+    PyObject *row = PyList_New(0);
+    if (row == NULL)
+        return -1;
+    if (append_obj(row, Py_NewRef(s->name ? s->name : Py_None)) < 0)
+        goto error;
+    if (param != NULL && append_obj(row, param_cell(s, param)) < 0)
+        goto error;
+    if (append_obj(row, Py_NewRef(s->device ? s->device : Py_None)) < 0)
+        goto error;
+    fmt_ms(s->mean_ms, a, sizeof(a));
+    fmt_ms(s->std_ms, b, sizeof(b));
+    PyOS_snprintf(buf, sizeof(buf), "%s +/- %s", a, b);
+    if (append_cell(row, buf) < 0)
+        goto error;
+    fmt_ms(s->median_ms, a, sizeof(a));
+    if (append_cell(row, a) < 0)
+        goto error;
+    fmt_ms(s->p95_ms, a, sizeof(a));
+    if (append_cell(row, a) < 0)
+        goto error;
+    PyOS_snprintf(buf, sizeof(buf), "%.1f", s->fps * (double)s->batch_size);
+    if (append_cell(row, buf) < 0)
+        goto error;
+    fmt_mb(s->ram_delta_mb, a, sizeof(a));
+    if (append_cell(row, a) < 0)
+        goto error;
+    if (vram_col) {
+        if (s->device != NULL && is_cuda_label(s->device))
+            fmt_mb(s->vram_delta_mb, a, sizeof(a));
+        else
+            strcpy(a, "N/A");
+        if (append_cell(row, a) < 0)
+            goto error;
+    }
+    if (base != NULL && append_obj(row, baseline_cell(s, base)) < 0)
+        goto error;
+    if (PyList_Append(g->rows, row) < 0)
+        goto error;
+    Py_DECREF(row);
+    return 0;
+error:
+    Py_DECREF(row);
+    return -1;
+}
+
+static void
+add_col(grid *g, const char *h, PyObject *hobj, decoration d)
+{
+    g->header[g->ncols] = h;
+    g->header_obj[g->ncols] = hobj;
+    g->dec[g->ncols] = d;
+    g->ncols++;
+}
+
+/* Replace every `from` in s by `to`; new reference. */
+static PyObject *
+replace(PyObject *s, const char *from, const char *to)
+{
+    PyObject *f = PyUnicode_FromString(from), *t = PyUnicode_FromString(to), *r = NULL;
+    if (f != NULL && t != NULL)
+        r = PyUnicode_Replace(s, f, t, -1);
+    Py_XDECREF(f);
+    Py_XDECREF(t);
+    return r;
+}
+
+static PyObject *
+md_escape(PyObject *s)
+{
+    PyObject *a = replace(s, "|", "\\|");
+    if (a == NULL)
+        return NULL;
+    PyObject *b = replace(a, "\n", " ");
+    Py_DECREF(a);
+    return b;
+}
+
+static PyObject *
+html_escape(PyObject *s)
+{
+    static const char *pairs[][2] = {
+        {"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}};
+    PyObject *cur = Py_NewRef(s);
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        PyObject *nxt = replace(cur, pairs[i][0], pairs[i][1]);
+        Py_DECREF(cur);
+        if (nxt == NULL)
+            return NULL;
+        cur = nxt;
+    }
+    return cur;
+}
+
+static PyObject *
+decorate(PyObject *cell, decoration d, int html)
+{
+    PyObject *esc = html ? html_escape(cell) : md_escape(cell);
+    if (esc == NULL)
+        return NULL;
+    PyObject *r;
+    switch (d) {
+    case DEC_BOLD:
+        r = PyUnicode_FromFormat(html ? "<b>%U</b>" : "**%U**", esc);
+        break;
+    case DEC_CODE:
+        r = PyUnicode_FromFormat(html ? "<code>%U</code>" : "`%U`", esc);
+        break;
+    default:
+        r = Py_NewRef(esc);
+    }
+    Py_DECREF(esc);
+    return r;
+}
+
+static PyObject *
+header_text(grid *g, int c)
+{
+    return g->header_obj[c] ? PyObject_Str(g->header_obj[c]) : PyUnicode_FromString(g->header[c]);
+}
+
+/* One rendered line from a list of already-decorated cells. */
+static PyObject *
+join_line(PyObject *cells, const char *open, const char *sep, const char *close)
+{
+    PyObject *s = PyUnicode_FromString(sep);
+    if (s == NULL)
+        return NULL;
+    PyObject *body = PyUnicode_Join(s, cells);
+    Py_DECREF(s);
+    if (body == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("%s%U%s", open, body, close);
+    Py_DECREF(body);
+    return r;
+}
+
+static PyObject *
+render(grid *g, PyObject *title, int html)
+{
+    PyObject *lines = PyList_New(0), *cells = NULL, *line = NULL, *res = NULL;
+    if (lines == NULL)
+        return NULL;
+    const char *open = html ? "<tr><td>" : "| ";
+    const char *sep = html ? "</td><td>" : " | ";
+    const char *close = html ? "</td></tr>" : " |";
+    if (title != NULL) {
+        PyObject *t = html ? html_escape(title) : Py_NewRef(title);
+        if (t == NULL)
+            goto done;
+        line = PyUnicode_FromFormat(html ? "<h3>%U</h3>" : "### %U", t);
+        Py_DECREF(t);
+        if (line == NULL || PyList_Append(lines, line) < 0)
+            goto done;
+        Py_CLEAR(line);
+        if (!html && append_cell(lines, "") < 0)
+            goto done;
+    }
+    if (html && append_cell(lines, "<table>\n<thead>") < 0)
+        goto done;
+    /* header */
+    cells = PyList_New(0);
+    if (cells == NULL)
+        goto done;
+    for (int c = 0; c < g->ncols; c++) {
+        PyObject *h = header_text(g, c), *e;
+        if (h == NULL)
+            goto done;
+        e = html ? html_escape(h) : md_escape(h);
+        Py_DECREF(h);
+        if (append_obj(cells, e) < 0)
+            goto done;
+    }
+    line = join_line(cells, html ? "<tr><th>" : "| ", html ? "</th><th>" : " | ",
+                     html ? "</th></tr>" : " |");
+    if (line == NULL || PyList_Append(lines, line) < 0)
+        goto done;
+    Py_CLEAR(line);
+    Py_CLEAR(cells);
+    if (html) {
+        if (append_cell(lines, "</thead>\n<tbody>") < 0)
+            goto done;
+    }
+    else {
+        cells = PyList_New(0);
+        if (cells == NULL)
+            goto done;
+        for (int c = 0; c < g->ncols; c++)
+            if (append_cell(cells, ":---") < 0)
+                goto done;
+        line = join_line(cells, open, sep, close);
+        if (line == NULL || PyList_Append(lines, line) < 0)
+            goto done;
+        Py_CLEAR(line);
+        Py_CLEAR(cells);
+    }
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(g->rows); r++) {
+        PyObject *row = PyList_GET_ITEM(g->rows, r);
+        cells = PyList_New(0);
+        if (cells == NULL)
+            goto done;
+        for (int c = 0; c < g->ncols; c++)
+            if (append_obj(cells, decorate(PyList_GET_ITEM(row, c), g->dec[c], html)) < 0)
+                goto done;
+        line = join_line(cells, open, sep, close);
+        if (line == NULL || PyList_Append(lines, line) < 0)
+            goto done;
+        Py_CLEAR(line);
+        Py_CLEAR(cells);
+    }
+    if (html && append_cell(lines, "</tbody>\n</table>") < 0)
+        goto done;
+    PyObject *nl = PyUnicode_FromString("\n");
+    if (nl == NULL)
+        goto done;
+    res = PyUnicode_Join(nl, lines);
+    Py_DECREF(nl);
+done:
+    Py_XDECREF(line);
+    Py_XDECREF(cells);
+    Py_DECREF(lines);
+    return res;
+}
+
+/* Render `items` (a list of BenchmarkStats, already checked). */
+static PyObject *
+format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baseline,
+             PyObject *param, int html)
+{
+    grid g;
+    memset(&g, 0, sizeof(g));
+    int vram = 0;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n && !vram; i++) {
+        shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
+        vram = s->device != NULL && is_cuda_label(s->device);
+    }
+    PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *res = NULL;
+    if (tput == NULL)
+        return NULL;
+    add_col(&g, "Model / Target", NULL, DEC_BOLD);
+    if (param != NULL)
+        add_col(&g, NULL, param, DEC_PLAIN);
+    add_col(&g, "Device", NULL, DEC_CODE);
+    add_col(&g, "Latency Mean (ms)", NULL, DEC_PLAIN);
+    add_col(&g, "Median (ms)", NULL, DEC_PLAIN);
+    add_col(&g, "P95 (ms)", NULL, DEC_PLAIN);
+    add_col(&g, NULL, tput, DEC_BOLD);
+    add_col(&g, "Peak RAM Delta", NULL, DEC_PLAIN);
+    if (vram)
+        add_col(&g, "Peak VRAM Delta", NULL, DEC_PLAIN);
+    if (baseline != NULL)
+        add_col(&g, "vs Baseline", NULL, DEC_PLAIN);
+    g.rows = PyList_New(0);
+    if (g.rows == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), vram, param,
+                      (shp_Stats *)baseline) < 0)
+            goto done;
+    res = render(&g, title, html);
+done:
+    Py_XDECREF(g.rows);
+    Py_DECREF(tput);
+    return res;
+}
+
+/* A list of the stats in `obj` (one stats or an iterable of them). */
+static PyObject *
+collect_stats(shp_state *st, PyObject *obj)
+{
+    if (PyObject_TypeCheck(obj, st->stats_type))
+        return list_of_one(obj);
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyDict_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyObject *it = PyObject_GetIter(obj);
+    if (it == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
+                         Py_TYPE(obj)->tp_name);
+        }
+        return NULL;
+    }
+    PyObject *list = PyList_New(0), *item;
+    if (list == NULL) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while ((item = PyIter_Next(it)) != NULL) {
+        if (!PyObject_TypeCheck(item, st->stats_type)) {
+            PyErr_Format(PyExc_TypeError,
+                         "stats_list[%zd] must be a BenchmarkStats, not %.100s", i,
+                         Py_TYPE(item)->tp_name);
+            Py_DECREF(item);
+            goto error;
+        }
+        int rc = PyList_Append(list, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto error;
+        i++;
+    }
+    if (PyErr_Occurred())
+        goto error;
+    Py_DECREF(it);
+    return list;
+error:
+    Py_DECREF(it);
+    Py_DECREF(list);
+    return NULL;
+}
+
+PyObject *
+shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"stats_list", "title", "throughput_unit",
+                                        "baseline", "param"};
+    enum { N_POS = 3, N_ALL = 5 };
+    shp_state *st = PyModule_GetState(module);
+    PyObject *v[N_ALL] = {NULL};
+    if (nargs > N_POS) {
+        PyErr_Format(PyExc_TypeError,
+                     "format_benchmark_table() takes at most %d positional arguments (%zd given)",
+                     N_POS, nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int found = 0;
+        for (int j = 0; j < N_ALL && !found; j++) {
+            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) {
+                if (v[j] != NULL) {
+                    PyErr_Format(PyExc_TypeError,
+                                 "format_benchmark_table() got multiple values for '%s'", names[j]);
+                    return NULL;
+                }
+                v[j] = args[nargs + k];
+                found = 1;
+            }
+        }
+        if (!found) {
+            PyErr_Format(PyExc_TypeError,
+                         "format_benchmark_table() got an unexpected keyword argument %R", key);
+            return NULL;
+        }
+    }
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "format_benchmark_table() missing required argument 'stats_list'");
+        return NULL;
+    }
+    PyObject *title = v[1] == Py_None ? NULL : v[1];
+    PyObject *unit = v[2] == NULL ? NULL : v[2];
+    PyObject *baseline = v[3] == Py_None ? NULL : v[3];
+    PyObject *param = v[4] == Py_None ? NULL : v[4];
+    if (title != NULL && !PyUnicode_Check(title)) {
+        PyErr_Format(PyExc_TypeError, "title must be str or None, not %.100s", Py_TYPE(title)->tp_name);
+        return NULL;
+    }
+    if (title != NULL && PyUnicode_GET_LENGTH(title) == 0)
+        title = NULL;
+    if (unit != NULL && !PyUnicode_Check(unit)) {
+        PyErr_Format(PyExc_TypeError, "throughput_unit must be str, not %.100s", Py_TYPE(unit)->tp_name);
+        return NULL;
+    }
+    if (baseline != NULL && !PyObject_TypeCheck(baseline, st->stats_type)) {
+        PyErr_Format(PyExc_TypeError, "baseline must be a BenchmarkStats or None, not %.100s",
+                     Py_TYPE(baseline)->tp_name);
+        return NULL;
+    }
+    if (param != NULL && !PyUnicode_Check(param)) {
+        PyErr_Format(PyExc_TypeError, "param must be str or None, not %.100s", Py_TYPE(param)->tp_name);
+        return NULL;
+    }
+    PyObject *owned_param = NULL, *owned_unit = NULL, *res = NULL;
+    /* A sweep result names its parameter: use it unless told otherwise. */
+    if (v[4] == NULL && !PyObject_TypeCheck(v[0], st->stats_type)) {
+        PyObject *p = PyObject_GetAttrString(v[0], "param");
+        if (p == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+        }
+        if (p != NULL && PyUnicode_Check(p))
+            param = owned_param = p;
+        else
+            Py_XDECREF(p);
+    }
+    if (unit == NULL)
+        unit = owned_unit = PyUnicode_FromString("FPS");
+    PyObject *items = unit ? collect_stats(st, v[0]) : NULL;
+    if (items != NULL)
+        res = format_table(items, title, unit, baseline, param, 0);
+    Py_XDECREF(items);
+    Py_XDECREF(owned_param);
+    Py_XDECREF(owned_unit);
+    return res;
+}
+
+static PyObject *
+one_row(shp_state *st, PyObject *stats, int html)
+{
+    (void)st;
+    PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
+    if (items != NULL && unit != NULL)
+        res = format_table(items, NULL, unit, NULL, NULL, html);
+    Py_XDECREF(items);
+    Py_XDECREF(unit);
+    return res;
+}
+
+PyObject *
+shp_stats_markdown(shp_state *st, PyObject *stats)
+{
+    return one_row(st, stats, 0);
+}
+
+PyObject *
+shp_stats_html(shp_state *st, PyObject *stats)
+{
+    return one_row(st, stats, 1);
+}

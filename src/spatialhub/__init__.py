@@ -1,0 +1,1 @@
+"""spatialhub: tools for spatial ML pipelines."""

@@ -1,0 +1,1 @@
+"""spatialhub.utils"""

@@ -1,0 +1,401 @@
+"""Command line: ``spatialhub-bench`` and ``python -m spatialhub.utils.profiling``.
+
+Exit status: 0 success, 1 the run or a file failed (one line on stderr, no
+traceback unless --traceback), 2 a bad command line (argparse's usage error).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+
+import numpy as np
+
+PROG = "spatialhub-bench"
+
+EPILOG = f"""\
+modes (pick at most one; none runs the demo):
+  (no mode)              the demo: a NumPy image pipeline on a 1x3x480x640 float32
+                         frame, 5 warm-up + 50 timed iterations
+  --callable MOD:ATTR    any callable, called with one random array per --args-shape;
+                         a torch.nn.Module goes through profile_model (eval mode,
+                         inference_mode, device sync)
+  --onnx PATH            an ONNX model on one or more ONNX Runtime providers
+  --compare A.json B.json
+                         baseline A against candidate B, from files written by --json
+
+examples:
+  {PROG}
+      run the demo and print the Markdown table
+  {PROG} --iters 200 --json base.json
+      the demo with 200 timed iterations; all numbers and raw samples to base.json
+  {PROG} --callable mypkg.ops:resize --args-shape 1,3,224,224 --name resize
+      time mypkg.ops.resize(x) with x = a random float32 array of that shape
+  {PROG} --callable models.py:net --args-shape 1,3,224,224 --batch-sizes 1,4,16,32
+      latency vs batch size of the torch module `net` defined in ./models.py
+  {PROG} --onnx model.onnx --providers CPU,CUDA --input-dim batch=8
+      the model on two providers, symbolic dimension "batch" set to 8
+  {PROG} --compare base.json new.json --markdown report.md
+      is new.json faster than base.json? (ratio of medians with a 95% CI)
+  {PROG} --plot latency.png --plot-kind ecdf
+      the demo plus a picture of its latency distribution (needs matplotlib)
+
+exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line
+"""
+
+
+class CliError(Exception):
+    """A failure worth one line on stderr and exit status 1."""
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _nonnegative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _int_list(text):
+    parts = [p for p in text.replace("x", ",").split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    return tuple(_positive_int(p) for p in parts)
+
+
+def _dim(text):
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=N, got {text!r}")
+    return name, _positive_int(value)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Benchmark a callable, a PyTorch module or an ONNX model with warm-up, "
+                    "device synchronisation, latency percentiles, throughput and peak memory; "
+                    "print the result as a Markdown table.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--callable", metavar="MOD:ATTR", dest="target",
+                      help="callable to time: module:attr (module may be a .py file; attr may be dotted)")
+    mode.add_argument("--onnx", metavar="PATH", help="ONNX model file to time with ONNX Runtime")
+    mode.add_argument("--compare", nargs=2, metavar=("BASELINE.json", "CANDIDATE.json"),
+                      help="compare two results saved with --json")
+
+    run = p.add_argument_group("what to run")
+    run.add_argument("--args-shape", metavar="SHAPE", type=_int_list, action="append",
+                     help="with --callable: shape of one random positional argument, e.g. 1,3,224,224 "
+                          "(repeat for more arguments)")
+    run.add_argument("--dtype", default="float32",
+                     help="with --callable: dtype of the random arguments (default float32)")
+    run.add_argument("--batch-sizes", metavar="LIST", type=_int_list,
+                     help="with --callable naming a torch module: sweep the first dimension, e.g. 1,4,16,32")
+    run.add_argument("--providers", metavar="LIST",
+                     help="with --onnx: comma-separated providers, short or full names "
+                          "(default CPU), e.g. CPU,CUDA")
+    run.add_argument("--input-dim", metavar="NAME=N", type=_dim, action="append",
+                     help="with --onnx: value of a symbolic input dimension (repeatable; default 1)")
+
+    opts = p.add_argument_group("benchmark options")
+    opts.add_argument("--warmup", type=_nonnegative_int, metavar="N",
+                      help="untimed warm-up calls (default 5 for the demo, else 10)")
+    opts.add_argument("--iters", type=_positive_int, metavar="N",
+                      help="timed calls (default 50; 100 for a torch module)")
+    opts.add_argument("--device", help="device label: CPU, CUDA, cuda:1, mps (default CPU); "
+                                       "a CUDA device gets the native cuCtxSynchronize around each call")
+    opts.add_argument("--name", help="label of the result in the table")
+    opts.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--title", help="title line above the table")
+    out.add_argument("--json", metavar="FILE",
+                     help="write the result(s), raw samples included, as JSON (input of --compare)")
+    out.add_argument("--markdown", metavar="FILE", help="write the printed table to FILE")
+    out.add_argument("--plot", metavar="FILE.png", help="write a picture of the latencies (needs matplotlib)")
+    out.add_argument("--plot-kind", choices=("hist", "ecdf", "box"), default="hist",
+                     help="latency picture: histogram, ECDF or box plot (default hist)")
+    out.add_argument("--traceback", action="store_true", help="show the full traceback on failure")
+    return p
+
+
+def _check_combinations(p, a):
+    def only(flag, value, condition, needs):
+        if value not in (None, False) and not condition:
+            p.error(f"{flag} needs {needs}")
+
+    only("--args-shape", a.args_shape, a.target, "--callable")
+    only("--batch-sizes", a.batch_sizes, a.target, "--callable")
+    only("--providers", a.providers, a.onnx, "--onnx")
+    only("--input-dim", a.input_dim, a.onnx, "--onnx")
+    if a.onnx and a.device:
+        p.error("--device does not apply to --onnx: the providers are the devices (use --providers)")
+    if a.compare:
+        for flag in ("warmup", "iters", "device", "name", "json"):
+            if getattr(a, flag) is not None:
+                p.error(f"--{flag} does not apply to --compare (it reads saved results)")
+    if a.dtype != "float32" and not a.target:
+        p.error("--dtype needs --callable")
+    if a.target and ":" not in a.target:
+        p.error(f"--callable expects MODULE:ATTR (e.g. mypkg.ops:resize), got {a.target!r}")
+
+
+# ---------------------------------------------------------------------------
+# modes
+# ---------------------------------------------------------------------------
+
+def process_pipeline(image_tensor, threshold=0.5):
+    """The demo workload (the seed's example): scale, clip, threshold."""
+    filtered = np.clip(image_tensor * 1.5, 0.0, 1.0)
+    return filtered > threshold
+
+
+def _bench_kw(a):
+    return {"progress": False} if a.no_progress else {}
+
+
+def _run_demo(a):
+    from ._native import benchmark_callable
+
+    frame = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
+    stats = benchmark_callable(
+        process_pipeline, frame, threshold=0.6,
+        name=a.name or "ImagePreprocessor", device=a.device or "CPU",
+        num_warmup=5 if a.warmup is None else a.warmup,
+        num_iters=a.iters or 50, **_bench_kw(a),
+    )
+    title = a.title or "Demo: process_pipeline on a 1x3x480x640 float32 frame"
+    return [stats], title, None
+
+
+def _load_target(spec):
+    modname, _, attr = spec.partition(":")
+    if not modname or not attr:
+        raise CliError(f"--callable expects MODULE:ATTR, got {spec!r}")
+    if modname.endswith(".py") or os.sep in modname:
+        if not os.path.isfile(modname):
+            raise CliError(f"--callable: no such file {modname!r}")
+        name = os.path.splitext(os.path.basename(modname))[0]
+        loader_spec = importlib.util.spec_from_file_location(name, modname)
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # like `python -m`: modules in the current directory
+        try:
+            module = importlib.import_module(modname)
+        except ImportError as exc:
+            raise CliError(f"--callable: cannot import module {modname!r}: {exc}") from exc
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise CliError(f"--callable: module {modname!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _is_torch_module(obj):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def _run_callable(a):
+    target = _load_target(a.target)
+    name = a.name or a.target.partition(":")[2].rsplit(".", 1)[-1]
+    shapes = a.args_shape or []
+    kw = _bench_kw(a)
+    if _is_torch_module(target):
+        from .adapters import profile_model
+
+        if len(shapes) != 1:
+            raise CliError("a torch module needs exactly one --args-shape (its input shape)")
+        result = profile_model(
+            target, shapes[0], device=(a.device or "cpu").lower(),
+            warmup=10 if a.warmup is None else a.warmup, iters=a.iters or 100,
+            batch_sizes=a.batch_sizes, dtype=None if a.dtype == "float32" else a.dtype,
+            name=name, **kw)
+        if a.batch_sizes:
+            return result, a.title, result
+        return [result], a.title, None
+    if a.batch_sizes:
+        raise CliError("--batch-sizes needs a torch.nn.Module target")
+    if not callable(target):
+        raise CliError(f"--callable: {a.target} is a {type(target).__name__}, not callable")
+    try:
+        dtype = np.dtype(a.dtype)
+    except TypeError:
+        raise CliError(f"--dtype: unknown NumPy dtype {a.dtype!r}") from None
+    rng = np.random.default_rng(0)
+    args = [rng.random(s).astype(dtype) if dtype.kind in "fc" else rng.integers(0, 2, s).astype(dtype)
+            for s in shapes]
+    from ._native import benchmark_callable
+
+    stats = benchmark_callable(target, *args, name=name, device=a.device or "CPU",
+                               num_warmup=10 if a.warmup is None else a.warmup,
+                               num_iters=a.iters or 50, **kw)
+    return [stats], a.title, None
+
+
+def _run_onnx(a):
+    from .adapters import benchmark_onnx
+
+    if not os.path.isfile(a.onnx):
+        raise CliError(f"--onnx: no such file {a.onnx!r}")
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise CliError("--onnx needs onnxruntime: pip install 'spatialhub[onnx]'") from None
+    providers = [p for p in (a.providers or "CPU").split(",") if p.strip()]
+    result = benchmark_onnx(a.onnx, providers=providers, name=a.name,
+                            input_dims=dict(a.input_dim or []),
+                            warmup=10 if a.warmup is None else a.warmup,
+                            iters=a.iters or 50, **_bench_kw(a))
+    return list(result), a.title, None
+
+
+def _load_results(path):
+    from ._native import BenchmarkStats
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path} is not JSON: {exc}") from None
+    items = data if isinstance(data, list) else [data]
+    try:
+        return [BenchmarkStats.from_dict(d) for d in items]
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CliError(f"{path} does not hold results written by --json: {exc}") from None
+
+
+def _compare(a):
+    from ._native import compare_benchmarks, format_benchmark_table
+
+    base_path, cand_path = a.compare
+    base, cand = _load_results(base_path), _load_results(cand_path)
+    if len(base) != len(cand):
+        raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
+                       f"--compare pairs them in order")
+    parts = [format_benchmark_table(base + cand, a.title or "Comparison", baseline=base[0])]
+    for b, c in zip(base, cand):
+        parts.append(compare_benchmarks(b, c)._repr_markdown_())
+    return base + cand, "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+
+def _write(path, text):
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _plot(a, stats_list, sweep_result):
+    try:
+        from .plot import plot_latency, plot_sweep
+
+        if sweep_result is not None:
+            plot_sweep(sweep_result, path=a.plot)
+        else:
+            plot_latency(stats_list, kind=a.plot_kind, path=a.plot)
+    except ImportError as exc:
+        raise CliError(f"--plot: {exc}") from None
+
+
+def _one_line(exc):
+    if isinstance(exc, CliError):
+        msg = str(exc)
+    else:
+        msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        notes = getattr(exc, "__notes__", None)
+        if notes:
+            msg += " (" + "; ".join(str(n) for n in notes) + ")"
+    return " ".join(msg.split())
+
+
+def _main(a):
+    from ._native import format_benchmark_table
+
+    if a.compare:
+        stats_list, table = _compare(a)
+        sweep_result = None
+    else:
+        if a.target:
+            stats_list, title, sweep_result = _run_callable(a)
+        elif a.onnx:
+            stats_list, title, sweep_result = _run_onnx(a)
+        else:
+            stats_list, title, sweep_result = _run_demo(a)
+        if sweep_result is not None:
+            table = sweep_result.to_table(title)
+        else:
+            unit = "samples/s" if any(s.batch_size != 1 for s in stats_list) else "FPS"
+            table = format_benchmark_table(stats_list, title, unit)
+        if a.json:
+            payload = [s.to_dict(samples=True) for s in stats_list]
+            _write(a.json, json.dumps(payload[0] if len(payload) == 1 else payload,
+                                      indent=2, default=_json_default) + "\n")
+    print(table)
+    if a.markdown:
+        _write(a.markdown, table + "\n")
+    if a.plot:
+        _plot(a, stats_list, sweep_result)
+
+
+def _json_default(obj):
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def main(argv=None):
+    """Entry point; returns the exit status (0, 1 or 2)."""
+    parser = build_parser()
+    try:
+        a = parser.parse_args(argv)
+        _check_combinations(parser, a)
+    except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        _main(a)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, status 1
+        if a.traceback:
+            raise
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Pictures of benchmark results (optional extra ``plot``: matplotlib).
+
+``plot_latency`` draws the raw per-iteration samples of one or more results;
+``plot_sweep`` draws latency and throughput against a swept parameter.  Both
+return the matplotlib ``Figure`` and write a PNG when ``path`` is given.
+
+matplotlib is imported by the functions, not by this module.  Where no
+display is available (and no backend was chosen) the Agg backend is used.
+The figure is detached from pyplot's figure manager before it is returned,
+so repeated calls do not accumulate open figures and a notebook shows the
+returned figure exactly once.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+__all__ = ["plot_latency", "plot_sweep"]
+
+_KINDS = ("hist", "ecdf", "box")
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(
+            "plotting needs matplotlib: pip install 'spatialhub[plot]'"
+        ) from None
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        headless = sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+        if headless:
+            matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _as_list(stats_list):
+    if hasattr(stats_list, "samples_ms"):  # one BenchmarkStats
+        return [stats_list]
+    stats_list = list(stats_list)
+    if not stats_list:
+        raise ValueError("nothing to plot: the stats list is empty")
+    return stats_list
+
+
+def _label(s, param=None):
+    label = f"{s.name} [{s.device}]"
+    params = getattr(s, "params", None) or {}
+    shown = {param: params[param]} if param in params else params
+    if shown:
+        label += " " + ", ".join(f"{k}={v}" for k, v in shown.items())
+    return label
+
+
+def _shared_edges(samples, bins, max_bins=120):
+    """Common bin edges for overlaid histograms: the finest of each series'
+    own choice (so well-separated results are not lumped into a few bars),
+    capped at ``max_bins`` over the whole range."""
+    everything = np.concatenate(samples)
+    lo, hi = float(everything.min()), float(everything.max())
+    if not isinstance(bins, str) or hi <= lo:
+        return np.histogram_bin_edges(everything, bins=bins)
+    widths = [np.diff(np.histogram_bin_edges(x, bins=bins)).min() for x in samples if np.ptp(x) > 0]
+    width = max(min(widths) if widths else hi - lo, (hi - lo) / max_bins)
+    return np.linspace(lo, hi, int(np.ceil((hi - lo) / width)) + 1)
+
+
+def _finish(fig, path):
+    plt = _pyplot()
+    plt.close(fig)  # detach from pyplot; the Figure itself stays usable
+    if path is not None:
+        fig.savefig(os.fspath(path), dpi=120, bbox_inches="tight")
+    return fig
+
+
+def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto"):
+    """Distribution of the per-iteration latencies of one or more results.
+
+    ``kind``: ``"hist"`` (overlaid histograms on shared bins), ``"ecdf"``
+    (fraction of iterations at or below each latency) or ``"box"`` (Tukey
+    boxes, whiskers at 1.5 IQR like the stats' outlier count).  The median
+    and the P95 of each result (the values the table shows) are marked.
+    Needs the raw samples (``stats.samples_ms``); results loaded from JSON
+    written without samples raise ``ValueError``.  Returns the Figure;
+    writes a PNG to ``path`` when given.
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"plot_latency: kind must be one of {_KINDS}, got {kind!r}")
+    stats_list = _as_list(stats_list)
+    samples = []
+    for s in stats_list:
+        x = s.samples_ms
+        if x is None or len(x) == 0:
+            raise ValueError(
+                f"plot_latency: {s.name!r} has no raw samples (samples_ms is None); "
+                f"plot a result from benchmark_callable, or JSON saved with samples"
+            )
+        samples.append(np.asarray(x, dtype=float))
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5) if kind != "box" else (8, 1.5 + 0.9 * len(samples)))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    total = sum(len(x) for x in samples)
+
+    if kind == "hist":
+        edges = _shared_edges(samples, bins)
+        for i, (s, x) in enumerate(zip(stats_list, samples)):
+            c = colors[i % len(colors)]
+            ax.hist(x, bins=edges, alpha=0.45 if len(samples) > 1 else 0.75, color=c,
+                    label=_label(s), edgecolor=c)
+            ax.axvline(s.median_ms, color=c, linestyle="-", linewidth=2,
+                       label=f"median {s.median_ms:.4g} ms")
+            ax.axvline(s.p95_ms, color=c, linestyle="--", linewidth=2,
+                       label=f"P95 {s.p95_ms:.4g} ms")
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("iterations")
+    elif kind == "ecdf":
+        for i, (s, x) in enumerate(zip(stats_list, samples)):
+            c = colors[i % len(colors)]
+            xs = np.sort(x)
+            ys = np.arange(1, len(xs) + 1) / len(xs)
+            ax.step(xs, ys, where="post", color=c, label=_label(s))
+            ax.plot([s.median_ms], [0.5], "o", color=c, markersize=7,
+                    label=f"median {s.median_ms:.4g} ms")
+            ax.plot([s.p95_ms], [0.95], "D", color=c, markersize=7,
+                    label=f"P95 {s.p95_ms:.4g} ms")
+        for q in (0.5, 0.95):
+            ax.axhline(q, color="0.6", linestyle=":", linewidth=1)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("fraction of iterations ≤ latency")
+    else:  # box
+        positions = np.arange(1, len(samples) + 1)
+        box_kw = dict(positions=positions, widths=0.5,
+                      medianprops={"color": "black", "linewidth": 2},
+                      flierprops={"marker": ".", "markersize": 4, "alpha": 0.6})
+        try:  # matplotlib >= 3.10 spells it orientation=; vert= is deprecated there
+            ax.boxplot(samples, orientation="horizontal", **box_kw)
+        except TypeError:
+            ax.boxplot(samples, vert=False, **box_kw)
+        ax.set_yticks(positions)
+        ax.set_yticklabels([_label(s) for s in stats_list])
+        for i, (s, pos) in enumerate(zip(stats_list, positions)):
+            c = colors[i % len(colors)]
+            ax.plot([s.p95_ms], [pos], "D", color=c, markersize=8,
+                    label=f"P95 {s.p95_ms:.4g} ms ({s.name})")
+        ax.set_xlabel("latency (ms)   (box: quartiles, bar: median, whiskers: 1.5 IQR)")
+        ax.invert_yaxis()  # first result on top, as in the table
+
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    ax.set_title(title or f"Latency distribution ({total} timed iterations)")
+    fig.tight_layout()
+    return _finish(fig, path)
+
+
+def _sweep_axis(stats_list, param, values):
+    """x positions, tick labels and whether the axis is numeric."""
+    if param is not None:
+        values = [(s.params or {}).get(param, v) for s, v in zip(stats_list, values)]
+    numeric = param is not None and all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        for v in values)
+    if numeric:
+        return np.asarray(values, dtype=float), [str(v) for v in values], True
+    labels = [str(v) if param is not None else s.device for s, v in zip(stats_list, values)]
+    return np.arange(len(stats_list), dtype=float), labels, False
+
+
+def plot_sweep(sweep_result, path=None, *, param=None, title=None):
+    """Latency and throughput against the swept parameter.
+
+    ``sweep_result`` is what ``sweep``, ``profile_model(batch_sizes=...)``
+    or ``benchmark_onnx`` return (or a list of stats plus ``param``).  Left:
+    median latency with the band up to P95; right: throughput
+    (``stats.throughput`` = fps × batch size; samples/s when batched).  A
+    numeric parameter gets a numeric axis (log base 2 when the values span
+    8x or more, as batch sizes do); anything else is categorical.
+    Returns the Figure; writes a PNG to ``path`` when given.
+    """
+    stats_list = _as_list(sweep_result)
+    param = param if param is not None else getattr(sweep_result, "param", None)
+    values = getattr(sweep_result, "values", None) or [None] * len(stats_list)
+    x, ticks, numeric = _sweep_axis(stats_list, param, values)
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    ticks = [ticks[i] for i in order]
+    rows = [stats_list[i] for i in order]
+    median = np.array([s.median_ms for s in rows])
+    p95 = np.array([s.p95_ms for s in rows])
+    thr = np.array([s.throughput for s in rows])
+    batched = param == "batch_size" or any(s.batch_size != 1 for s in rows)
+    unit = "samples/s" if batched else "FPS"
+
+    plt = _pyplot()
+    fig, (ax_lat, ax_thr) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_lat.fill_between(x, median, p95, alpha=0.25, color="C0", label="median to P95")
+    ax_lat.plot(x, median, "o-", color="C0", label="median")
+    ax_lat.plot(x, p95, "v--", color="C0", alpha=0.8, label="P95")
+    ax_lat.set_ylabel("latency per call (ms)")
+    ax_lat.set_ylim(bottom=0)
+    ax_lat.legend(fontsize="small")
+    ax_thr.plot(x, thr, "s-", color="C1", label=f"throughput ({unit})")
+    ax_thr.set_ylabel(f"throughput ({unit})")
+    ax_thr.set_ylim(bottom=0)
+    ax_thr.legend(fontsize="small")
+
+    xlabel = param if param is not None else "device"
+    for ax in (ax_lat, ax_thr):
+        if numeric and x.min() > 0 and x.max() / x.min() >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(x)
+        ax.set_xticklabels(ticks, rotation=0 if numeric else 20,
+                           ha="center" if numeric else "right")
+        ax.minorticks_off()
+        ax.set_xlabel(xlabel)
+        ax.grid(True, alpha=0.3)
+    names = sorted({s.name for s in rows})
+    fig.suptitle(title or f"{', '.join(names)}: latency and throughput vs {xlabel}")
+    fig.tight_layout()
+    return _finish(fig, path)
