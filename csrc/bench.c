@@ -892,6 +892,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t cap = adaptive && o.num_iters < 1024 ? 1024 : o.num_iters;
     if (alloc_run(&run, cap, max_iters) < 0)
         goto done;
+    if (adaptive)
+        run.target_met = 0;
 
     /* 1. baseline */
     shp_peak_method method = SHP_PEAK_OFF;

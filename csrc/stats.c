@@ -489,10 +489,32 @@ PyType_Spec shp_stats_spec = {
     .slots = stats_slots,
 };
 
+/* p99 of fewer than 100 samples is the maximum, or an interpolation
+ * towards it: say so when somebody reads it. */
+static PyObject *
+Stats_get_p99(PyObject *op, void *closure)
+{
+    shp_Stats *self = (shp_Stats *)op;
+    if (!isnan(self->p99_ms) && self->timed_iters < 100) {
+        shp_state *st = shp_state_from_type(Py_TYPE(op));
+        if (st == NULL)
+            return NULL;
+        if (PyErr_WarnFormat(st->warning, 1,
+                             "p99_ms of %R comes from %zd samples; under 100 samples the 99th "
+                             "percentile is little more than the maximum (use num_iters >= 100)",
+                             self->name, self->timed_iters) < 0)
+            return NULL;
+    }
+    return shp_field_get(op, (const shp_field *)closure);
+}
+
 void
 shp_stats_prepare_spec(void)
 {
     shp_fields_fill_getset(stats_fields, stats_extra_getset, stats_getset);
+    for (PyGetSetDef *g = stats_getset; g->name != NULL; g++)
+        if (strcmp(g->name, "p99_ms") == 0)
+            g->get = Stats_get_p99;
 }
 
 /* ---- GPUMemoryInfo ----------------------------------------------------- */

@@ -1,0 +1,43 @@
+"""Shared fixtures.  The fake CUDA driver's helpers live in cuda_support.py."""
+import gc
+import sys
+
+import pytest
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from cuda_support import *  # noqa: E402,F401,F403  (fixtures: fake driver, subprocess runner)
+
+import spatialhub.utils.profiling as prof  # noqa: E402
+from spatialhub.utils.profiling import _native  # noqa: E402
+
+
+@pytest.fixture
+def native():
+    return _native
+
+
+@pytest.fixture
+def make_stats():
+    """A BenchmarkStats with the seed's 13 fields, overridable by keyword."""
+
+    def make(**kw):
+        base = dict(
+            name="Model", device="CPU", mean_ms=1.5, median_ms=1.25, std_ms=0.5,
+            p95_ms=2.5, min_ms=1.0, max_ms=3.0, fps=666.6667, warmup_iters=10,
+            timed_iters=50,
+        )
+        base.update(kw)
+        return prof.BenchmarkStats(**base)
+
+    return make
+
+
+@pytest.fixture
+def gc_state():
+    """Restore the collector whatever a test does to it."""
+    was = gc.isenabled()
+    yield
+    if was:
+        gc.enable()
+    else:
+        gc.disable()

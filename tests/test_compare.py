@@ -1,0 +1,67 @@
+"""compare_benchmarks: ratio of medians with a bootstrap interval and a verdict."""
+import pickle
+import time
+
+import numpy as np
+import pytest
+
+from spatialhub.utils.profiling import (BenchmarkStats, Comparison, benchmark_callable,
+                                        compare_benchmarks)
+from spatialhub.utils.profiling import _native
+
+
+def sleeper(ms):
+    return benchmark_callable(time.sleep, ms / 1000, name=f"sleep {ms} ms", num_warmup=2,
+                              num_iters=30, track_ram=False)
+
+
+def test_1ms_vs_2ms_sleeps():
+    one, two = sleeper(1), sleeper(2)
+    c = compare_benchmarks(one, two)
+    assert isinstance(c, Comparison)
+    assert c.verdict == "slower" and 1.3 < c.ratio < 2.5 and c.ci95_low > 1.0
+    assert compare_benchmarks(two, one).verdict == "faster"
+    assert c.baseline == "sleep 1 ms" and c.candidate == "sleep 2 ms"
+    assert c.baseline_median_ms == one.median_ms and c.candidate_median_ms == two.median_ms
+
+
+def test_same_distribution_is_same_and_interval_contains_the_ratio():
+    rng = np.random.default_rng(3)
+    a = _native._stats_from_samples(rng.normal(5, 0.5, 200))
+    b = _native._stats_from_samples(rng.normal(5, 0.5, 200))
+    c = compare_benchmarks(a, b)
+    assert c.verdict == "same"
+    assert c.ci95_low <= c.ratio <= c.ci95_high
+    assert c.ratio == pytest.approx(b.median_ms / a.median_ms)
+
+
+def test_seeded_and_deterministic():
+    rng = np.random.default_rng(4)
+    a = _native._stats_from_samples(rng.exponential(1, 100))
+    b = _native._stats_from_samples(rng.exponential(1.1, 100))
+    c1, c2 = compare_benchmarks(a, b), compare_benchmarks(a, b)
+    assert (c1.ci95_low, c1.ci95_high) == (c2.ci95_low, c2.ci95_high)
+    c3 = compare_benchmarks(a, b, seed=99, resamples=500)
+    assert c3.resamples == 500 and (c3.ci95_low, c3.ci95_high) != (c1.ci95_low, c1.ci95_high)
+
+
+def test_bad_input(make_stats):
+    a = _native._stats_from_samples([1.0, 2.0])
+    with pytest.raises(TypeError):
+        compare_benchmarks(a, 3)
+    with pytest.raises(ValueError, match="no raw samples"):
+        compare_benchmarks(a, make_stats())
+    with pytest.raises(ValueError):
+        compare_benchmarks(a, a, resamples=5)
+    with pytest.raises(TypeError):
+        compare_benchmarks(a)
+
+
+def test_markdown_dict_and_pickle():
+    a = _native._stats_from_samples([1.0, 1.1, 0.9] * 10)
+    b = _native._stats_from_samples([2.0, 2.1, 1.9] * 10)
+    c = compare_benchmarks(a, b)
+    md = c._repr_markdown_()
+    assert md.splitlines()[0].startswith("| Baseline | Candidate |") and "**slower**" in md
+    assert c.to_dict()["ratio"] == round(c.ratio, 4)
+    assert pickle.loads(pickle.dumps(c)).to_dict() == c.to_dict()

@@ -1,0 +1,88 @@
+"""format_benchmark_table keeps the predecessor's layout, minus its defects."""
+import pytest
+
+from spatialhub.utils.profiling import format_benchmark_table
+
+HEADER = ("| Model / Target | Device | Latency Mean (ms) | Median (ms) | P95 (ms) | "
+          "Throughput (FPS) | Peak RAM Delta |")
+
+
+def test_single_cpu_row_exact_layout(make_stats):
+    s = make_stats(mean_ms=12.3456, std_ms=1.234, median_ms=12.0, p95_ms=14.5, fps=81.0,
+                   ram_delta_mb=3.25)
+    assert format_benchmark_table(s) == "\n".join([
+        HEADER,
+        "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |",
+        "| **Model** | `CPU` | 12.35 +/- 1.23 | 12.00 | 14.50 | **81.0** | +3.2 MB |",
+    ])
+
+
+def test_title_and_cuda_vram_column(make_stats):
+    cpu = make_stats(name="cpu")
+    gpu = make_stats(name="gpu", device="CUDAExecutionProvider", vram_delta_mb=512.0)
+    idle = make_stats(name="idle", device="cuda:1")
+    lines = format_benchmark_table([gpu, cpu, idle], title="Inference").split("\n")
+    assert lines[0] == "### Inference" and lines[1] == ""
+    assert lines[2] == HEADER + " Peak VRAM Delta |"
+    assert lines[3] == "| :--- " * 8 + "|"
+    assert lines[4].endswith("| 0.0 MB | +512.0 MB |")
+    assert lines[5].endswith("| 0.0 MB | N/A |")
+    assert lines[6].endswith("| 0.0 MB | 0.0 MB |")
+    assert not format_benchmark_table(cpu).endswith("\n")
+
+
+def test_sub_100_microsecond_times_keep_four_significant_digits(make_stats):
+    s = make_stats(mean_ms=0.0001234, std_ms=0.00005, median_ms=0.0456789, p95_ms=0.1)
+    row = format_benchmark_table(s).split("\n")[2]
+    assert "| 0.0001234 +/- 0.00005000 | 0.04568 | 0.10 |" in row
+
+
+def test_throughput_unit_and_batch(make_stats):
+    s = make_stats(fps=100.0, batch_size=8)
+    t = format_benchmark_table([s], throughput_unit="Pairs/s")
+    assert "Throughput (Pairs/s)" in t and "**800.0**" in t
+
+
+def test_accepts_any_iterable_and_rejects_the_rest(make_stats):
+    a, b = make_stats(name="a"), make_stats(name="b")
+    assert format_benchmark_table(x for x in (a, b)) == format_benchmark_table([a, b])
+    assert format_benchmark_table((a,)) == format_benchmark_table(a)
+    assert format_benchmark_table([]).count("\n") == 1
+    for bad in (3, "abc", {"a": a}, None):
+        with pytest.raises(TypeError):
+            format_benchmark_table(bad)
+    with pytest.raises(TypeError, match=r"stats_list\[1\]"):
+        format_benchmark_table([a, 1])
+    with pytest.raises(TypeError):
+        format_benchmark_table(a, title=5)
+    with pytest.raises(TypeError):
+        format_benchmark_table(a, throughput_unit=None)
+    with pytest.raises(TypeError):
+        format_benchmark_table(a, colour="red")
+
+
+def test_pipes_in_names_do_not_break_rows(make_stats):
+    row = format_benchmark_table(make_stats(name="a|b")).split("\n")[2]
+    assert row.startswith("| **a\\|b** |")
+
+
+def test_baseline_and_param_columns(make_stats):
+    base = make_stats(name="fp32", median_ms=2.0, samples_ms=[2.0, 2.01, 1.99] * 20)
+    fast = make_stats(name="int8", median_ms=1.0, samples_ms=[1.0, 1.01, 0.99] * 20,
+                      params={"bits": 8})
+    t = format_benchmark_table([base, fast], baseline=base, param="bits").split("\n")
+    assert t[0].startswith("| Model / Target | bits | Device |") and t[0].endswith("| vs Baseline |")
+    assert t[2].endswith("| baseline |")
+    assert "| **int8** | 8 | `CPU` |" in t[3] and t[3].endswith("| 0.50x faster |")
+    with pytest.raises(TypeError):
+        format_benchmark_table([base], baseline="fp32")
+
+
+def test_sweep_like_objects_name_their_parameter(make_stats):
+    class Sweep(list):
+        param = "batch"
+
+    rows = Sweep([make_stats(params={"batch": 1}), make_stats(params={"batch": 4})])
+    t = format_benchmark_table(rows).split("\n")
+    assert t[0].startswith("| Model / Target | batch |")
+    assert "| **Model** | 4 |" in t[3]
