@@ -207,7 +207,7 @@ Cmp_reduce(PyObject *op, PyObject *unused)
 {
     (void)unused;
     shp_Comparison *c = (shp_Comparison *)op;
-    return Py_BuildValue("O(OOddddOn)", (PyObject *)Py_TYPE(op), c->baseline, c->candidate,
+    return Py_BuildValue("O(OOdddddOn)", (PyObject *)Py_TYPE(op), c->baseline, c->candidate,
                          c->baseline_median_ms, c->candidate_median_ms, c->ratio,
                          c->ci95_low, c->ci95_high, c->verdict, c->resamples);
 }
