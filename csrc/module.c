@@ -107,10 +107,10 @@ static PyMethodDef shp_methods[] = {
      "half-width is within that fraction of the median, or max_time_s (default 30) is spent."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table(stats_list, title=None, throughput_unit='FPS', *, baseline=None,\n"
-     "                       param=None) -> str\n\n"
+     "                       param=None, format='markdown') -> str\n\n"
      "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
      "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column;\n"
-     "param adds a column with each row's params[param]."},
+     "param adds a column with each row's params[param]; format='html' renders an HTML table."},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
      "compare_benchmarks(baseline, candidate, *, resamples=2000, seed=0) -> Comparison\n\n"
      "Ratio of medians (candidate / baseline) with a seeded bootstrap 95% CI and a verdict."},

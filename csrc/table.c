@@ -460,8 +460,8 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
                            PyObject *kwnames)
 {
     static const char *const names[] = {"stats_list", "title", "throughput_unit",
-                                        "baseline", "param"};
-    enum { N_POS = 3, N_ALL = 5 };
+                                        "baseline", "param", "format"};
+    enum { N_POS = 3, N_ALL = 6 };
     shp_state *st = PyModule_GetState(module);
     PyObject *v[N_ALL] = {NULL};
     if (nargs > N_POS) {
@@ -520,6 +520,15 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_TypeError, "param must be str or None, not %.100s", Py_TYPE(param)->tp_name);
         return NULL;
     }
+    int html = 0;
+    if (v[5] != NULL) {
+        if (PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "html") == 0)
+            html = 1;
+        else if (!(PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "markdown") == 0)) {
+            PyErr_Format(PyExc_ValueError, "format must be 'markdown' or 'html', not %R", v[5]);
+            return NULL;
+        }
+    }
     PyObject *owned_param = NULL, *owned_unit = NULL, *res = NULL;
     /* A sweep result names its parameter: use it unless told otherwise. */
     if (v[4] == NULL && !PyObject_TypeCheck(v[0], st->stats_type)) {
@@ -538,7 +547,7 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         unit = owned_unit = PyUnicode_FromString("FPS");
     PyObject *items = unit ? collect_stats(st, v[0]) : NULL;
     if (items != NULL)
-        res = format_table(items, title, unit, baseline, param, 0);
+        res = format_table(items, title, unit, baseline, param, html);
     Py_XDECREF(items);
     Py_XDECREF(owned_param);
     Py_XDECREF(owned_unit);

@@ -86,3 +86,11 @@ def test_sweep_like_objects_name_their_parameter(make_stats):
     t = format_benchmark_table(rows).split("\n")
     assert t[0].startswith("| Model / Target | batch |")
     assert "| **Model** | 4 |" in t[3]
+
+
+def test_html_format(make_stats):
+    html = format_benchmark_table([make_stats(name="a&b")], title="T", format="html")
+    assert html.startswith("<h3>T</h3>\n<table>") and "<b>a&amp;b</b>" in html
+    assert html.count("<tr>") == 2 and html.endswith("</table>")
+    with pytest.raises(ValueError, match="format"):
+        format_benchmark_table(make_stats(), format="latex")
