@@ -1,0 +1,141 @@
+from typing import Any, Callable, Iterable, Literal, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+class BenchmarkWarning(UserWarning): ...
+
+class BenchmarkInterrupted(KeyboardInterrupt):
+    stats: "BenchmarkStats"
+
+class BenchmarkStats:
+    name: str
+    device: str
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    p95_ms: float
+    min_ms: float
+    max_ms: float
+    fps: float
+    warmup_iters: int
+    timed_iters: int
+    ram_delta_mb: float
+    vram_delta_mb: float
+    p50_ms: Optional[float]
+    p90_ms: Optional[float]
+    p99_ms: Optional[float]
+    iqr_ms: Optional[float]
+    ci95_low_ms: Optional[float]
+    ci95_high_ms: Optional[float]
+    outliers: Optional[int]
+    overhead_ms: Optional[float]
+    ram_peak_method: Optional[str]
+    target_met: Optional[bool]
+    batch_size: int
+    torch_max_allocated_mb: Optional[float]
+    params: Optional[dict[str, Any]]
+    env: Optional[dict[str, Any]]
+    @property
+    def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def throughput(self) -> float: ...
+    def __init__(
+        self,
+        name: str,
+        device: str,
+        mean_ms: float,
+        median_ms: float,
+        std_ms: float,
+        p95_ms: float,
+        min_ms: float,
+        max_ms: float,
+        fps: float,
+        warmup_iters: int,
+        timed_iters: int,
+        ram_delta_mb: float = 0.0,
+        vram_delta_mb: float = 0.0,
+        *,
+        p50_ms: Optional[float] = None,
+        p90_ms: Optional[float] = None,
+        p99_ms: Optional[float] = None,
+        iqr_ms: Optional[float] = None,
+        ci95_low_ms: Optional[float] = None,
+        ci95_high_ms: Optional[float] = None,
+        outliers: Optional[int] = None,
+        overhead_ms: Optional[float] = None,
+        ram_peak_method: Optional[str] = None,
+        target_met: Optional[bool] = None,
+        batch_size: int = 1,
+        torch_max_allocated_mb: Optional[float] = None,
+        params: Optional[dict[str, Any]] = None,
+        env: Optional[dict[str, Any]] = None,
+        samples_ms: Optional[Iterable[float]] = None,
+    ) -> None: ...
+    def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
+    def to_json(self, *, samples: bool = False, indent: Optional[int] = None) -> str: ...
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchmarkStats": ...
+    def _repr_markdown_(self) -> str: ...
+    def _repr_html_(self) -> str: ...
+
+class GPUMemoryInfo:
+    total_mb: float
+    free_mb: float
+    used_mb: float
+    def __init__(self, total_mb: float, free_mb: float, used_mb: float) -> None: ...
+    def to_dict(self) -> dict[str, float]: ...
+
+class Comparison:
+    baseline: str
+    candidate: str
+    baseline_median_ms: float
+    candidate_median_ms: float
+    ratio: float
+    ci95_low: float
+    ci95_high: float
+    verdict: Literal["faster", "slower", "same"]
+    resamples: int
+    def to_dict(self) -> dict[str, Any]: ...
+    def to_markdown(self) -> str: ...
+    def _repr_markdown_(self) -> str: ...
+
+class CudaSync:
+    def __call__(self) -> None: ...
+
+def benchmark_callable(
+    func: Callable[..., Any],
+    *args: Any,
+    name: str = "BenchmarkTarget",
+    device: str = "CPU",
+    num_warmup: int = 10,
+    num_iters: int = 50,
+    track_ram: bool = True,
+    track_vram: bool = True,
+    sync_fn: Optional[Callable[[], Any]] = None,
+    target_rel_ci: Optional[float] = None,
+    max_time_s: Optional[float] = None,
+    disable_gc: bool = False,
+    progress: Optional[bool] = None,
+    **kwargs: Any,
+) -> BenchmarkStats: ...
+def format_benchmark_table(
+    stats_list: Union[BenchmarkStats, Iterable[BenchmarkStats]],
+    title: Optional[str] = None,
+    throughput_unit: str = "FPS",
+    *,
+    baseline: Optional[BenchmarkStats] = None,
+    param: Optional[str] = None,
+    format: Literal["markdown", "html"] = "markdown",
+) -> str: ...
+def compare_benchmarks(
+    baseline: BenchmarkStats, candidate: BenchmarkStats, *, resamples: int = 2000, seed: int = 0
+) -> Comparison: ...
+def get_cuda_sync_fn() -> Optional[CudaSync]: ...
+def get_gpu_vram_mb(device_id: int = 0) -> Optional[GPUMemoryInfo]: ...
+def get_ram_mb() -> float: ...
+def _stats_from_samples(samples_ms: Iterable[float]) -> BenchmarkStats: ...
+def _noop() -> None: ...
+def _clock_ns() -> int: ...
+def _force_sampled_rss(flag: bool) -> bool: ...
+def _overhead_ms() -> Optional[float]: ...
