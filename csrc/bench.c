@@ -519,6 +519,11 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
 {
     char line[256], bar[33];
     double el = (double)elapsed_ns / 1e9;
+    const char *nm = PyUnicode_AsUTF8(pl->name);
+    if (nm == NULL) {   /* e.g. a lone surrogate in the name */
+        PyErr_Clear();
+        nm = "benchmark";
+    }
     if (total > 0) {
         double frac = (double)i / (double)total;
         int filled = (int)(frac * 30.0);
@@ -527,11 +532,11 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
         bar[30] = '\0';
         double eta = i > 0 ? el / (double)i * (double)(total - i) : 0.0;
         PyOS_snprintf(line, sizeof(line), "\r%.60s [%s] %zd/%zd  %.1fs elapsed, ETA %.1fs%s",
-                      PyUnicode_AsUTF8(pl->name), bar, i, total, el, eta, final ? "\n" : "");
+                      nm, bar, i, total, el, eta, final ? "\n" : "");
     }
     else {
         PyOS_snprintf(line, sizeof(line), "\r%.60s %zd iterations  %.1fs elapsed%s",
-                      PyUnicode_AsUTF8(pl->name), i, el, final ? "\n" : "");
+                      nm, i, el, final ? "\n" : "");
     }
     PyObject *err = PySys_GetObject("stderr");   /* borrowed */
     if (err == NULL || err == Py_None || PyFile_WriteString(line, err) < 0) {
