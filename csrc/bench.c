@@ -381,7 +381,13 @@ static int
 resolve_sync(shp_state *st, bench_opts *o, call_plan *p)
 {
     p->st = st;
-    if (p->sync_fn != NULL) {
+    if (p->sync_fn != NULL && shp_cuda_sync_unwrap(st, p->sync_fn, &p->cuda)) {
+        /* our own CudaSync passed as sync_fn: call the driver directly */
+        Py_CLEAR(p->sync_fn);
+        p->have_cuda = 1;
+        p->sync = SYNC_NATIVE;
+    }
+    else if (p->sync_fn != NULL) {
         p->sync = SYNC_PYTHON;
     }
     else if (o->is_cuda) {

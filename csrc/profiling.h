@@ -33,6 +33,17 @@
 #define NO_IMPORT_ARRAY
 #endif
 
+/* Python 3.9 lacks Py_NewRef (3.10+). */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *
+shp_newref(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#define Py_NewRef(o) shp_newref((PyObject *)(o))
+#endif
+
 /* ---- platform ---------------------------------------------------------- */
 
 #if defined(_WIN32)
@@ -188,8 +199,12 @@ int shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what);
 /* Device name and driver version into `env` (a dict); 0 / -1. */
 int shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env);
 
-/* Release retained primary contexts and unload the driver. */
+/* Release retained primary contexts.  The driver stays loaded once cuInit
+ * succeeded: it runs threads and exit hooks of its own. */
 void shp_cuda_teardown(shp_state *st);
+
+/* 1 and *t filled if obj is one of our CudaSync callables, else 0. */
+int shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t);
 
 /* The CudaSync type spec and the two module functions. */
 extern PyType_Spec shp_cuda_sync_spec;

@@ -1,0 +1,967 @@
+/*
+ * cuda.c -- the CUDA Driver API, loaded at run time.
+ *
+ * No CUDA header or library is needed to build this file: the dozen entry
+ * points the harness uses are declared in profiling.h (shp_cuda) and resolved
+ * by their ABI names from libcuda.so.1 / nvcuda.dll the first time CUDA is
+ * needed.  Importing the module never touches the driver.
+ *
+ * Contexts: the harness never creates one.  It synchronises (and reads
+ * device memory in) the context current on the calling thread when that
+ * context belongs to the wanted device; otherwise it pushes the device's
+ * primary context -- the one PyTorch, CuPy and ONNX Runtime share -- around
+ * its own call and pops it again.  Primary contexts are retained once per
+ * ordinal per module state and released in shp_cuda_teardown().
+ *
+ * Threading: shp_cuda_load() and shp_cuda_target_init() run with the GIL held
+ * and are the only writers of st->cuda; the *_nogil functions only read it,
+ * so they may run with the GIL released.
+ */
+#include "profiling.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(SHP_WINDOWS)
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#elif !defined(SHP_MACOS)
+#include <dlfcn.h>
+#endif
+
+/* The few CUresult values this file reasons about. */
+#define SHP_CUDA_SUCCESS 0
+#define SHP_CUDA_ERROR_DEINITIALIZED 4
+#define SHP_CUDA_ERROR_STUB_LIBRARY 34
+#define SHP_CUDA_ERROR_NO_DEVICE 100
+
+#define SHP_CUDA_ENV "SPATIALHUB_LIBCUDA"
+#define SHP_ORDINAL_CLAMP 1000000L
+
+/* The symbol table stores dlsym()'s void * into function-pointer fields;
+ * that needs both to have the same size (true on every platform CUDA runs). */
+typedef shp_CUresult (*shp_cuda_fn)(void);
+/* (A negative array size stops the build otherwise; spelled this way because
+ * MSVC's default C mode lacks _Static_assert.) */
+typedef char shp_cuda_fnptr_size_check[sizeof(void *) == sizeof(shp_cuda_fn) ? 1 : -1];
+
+typedef struct {
+    const char *name;   /* ABI name: versioned where the driver versions it */
+    size_t offset;      /* field in shp_cuda */
+    int required;
+} shp_cuda_sym;
+
+static const shp_cuda_sym shp_cuda_syms[] = {
+    {"cuInit", offsetof(shp_cuda, cuInit), 1},
+    {"cuDeviceGetCount", offsetof(shp_cuda, cuDeviceGetCount), 1},
+    {"cuDeviceGet", offsetof(shp_cuda, cuDeviceGet), 1},
+    {"cuCtxGetCurrent", offsetof(shp_cuda, cuCtxGetCurrent), 1},
+    {"cuCtxPushCurrent_v2", offsetof(shp_cuda, cuCtxPushCurrent), 1},
+    {"cuCtxPopCurrent_v2", offsetof(shp_cuda, cuCtxPopCurrent), 1},
+    {"cuDevicePrimaryCtxRetain", offsetof(shp_cuda, cuDevicePrimaryCtxRetain), 1},
+    {"cuDevicePrimaryCtxRelease_v2", offsetof(shp_cuda, cuDevicePrimaryCtxRelease), 1},
+    {"cuCtxSynchronize", offsetof(shp_cuda, cuCtxSynchronize), 1},
+    /* never the unversioned cuMemGetInfo: that is the 32-bit legacy ABI */
+    {"cuMemGetInfo_v2", offsetof(shp_cuda, cuMemGetInfo), 1},
+    {"cuDriverGetVersion", offsetof(shp_cuda, cuDriverGetVersion), 0},
+    {"cuDeviceGetName", offsetof(shp_cuda, cuDeviceGetName), 0},
+    {"cuCtxGetDevice", offsetof(shp_cuda, cuCtxGetDevice), 0},
+    {"cuGetErrorName", offsetof(shp_cuda, cuGetErrorName), 0},
+    {"cuGetErrorString", offsetof(shp_cuda, cuGetErrorString), 0},
+};
+
+#define SHP_NSYMS (sizeof(shp_cuda_syms) / sizeof(shp_cuda_syms[0]))
+
+/*
+ * Names of the codes a user is most likely to meet, for when the driver
+ * cannot name them itself (the toolkit's stub library answers every call,
+ * cuGetErrorName included, with CUDA_ERROR_STUB_LIBRARY).
+ */
+static const struct {
+    shp_CUresult code;
+    const char *name;
+} shp_cuda_known_errors[] = {
+    {1, "CUDA_ERROR_INVALID_VALUE"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {4, "CUDA_ERROR_DEINITIALIZED"},
+    {34, "CUDA_ERROR_STUB_LIBRARY"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE"},
+    {100, "CUDA_ERROR_NO_DEVICE"},
+    {101, "CUDA_ERROR_INVALID_DEVICE"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED"},
+    {999, "CUDA_ERROR_UNKNOWN"},
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* The driver's name for rc, else ours, else NULL.  Needs no GIL. */
+static const char *
+shp_cuda_error_name(const shp_cuda *c, shp_CUresult rc)
+{
+    const char *s = NULL;
+    size_t i;
+
+    if (c->cuGetErrorName != NULL && c->cuGetErrorName(rc, &s) == SHP_CUDA_SUCCESS
+        && s != NULL) {
+        return s;
+    }
+    for (i = 0; i < sizeof(shp_cuda_known_errors) / sizeof(shp_cuda_known_errors[0]); i++) {
+        if (shp_cuda_known_errors[i].code == rc) {
+            return shp_cuda_known_errors[i].name;
+        }
+    }
+    return NULL;
+}
+
+/* The driver's description of rc, or NULL. */
+static const char *
+shp_cuda_error_string(const shp_cuda *c, shp_CUresult rc)
+{
+    const char *s = NULL;
+
+    if (c->cuGetErrorString != NULL && c->cuGetErrorString(rc, &s) == SHP_CUDA_SUCCESS) {
+        return s;
+    }
+    return NULL;
+}
+
+#if !defined(SHP_MACOS)
+/* "NAME (code)" or "CUDA error code" into buf (for c->why). */
+static void
+shp_cuda_format_code(const shp_cuda *c, shp_CUresult rc, char *buf, size_t size)
+{
+    const char *name = shp_cuda_error_name(c, rc);
+
+    if (name != NULL) {
+        (void)snprintf(buf, size, "%s (%d)", name, (int)rc);
+    }
+    else {
+        (void)snprintf(buf, size, "CUDA error %d", (int)rc);
+    }
+}
+#endif
+
+/* Forget every resolved entry point (the library is closed or abandoned). */
+static void
+shp_cuda_clear_table(shp_cuda *c)
+{
+    size_t i;
+    shp_cuda_fn none = NULL;
+
+    for (i = 0; i < SHP_NSYMS; i++) {
+        memcpy((char *)c + shp_cuda_syms[i].offset, &none, sizeof none);
+    }
+}
+
+/* ---- the platform loader -------------------------------------------------- */
+
+#if defined(SHP_WINDOWS)
+
+static void *
+shp_dl_open(const char *path, int is_override, char *err, size_t errsize)
+{
+    HMODULE h;
+
+    /* The system copy only, so a stray nvcuda.dll beside the script is never
+     * picked up; an explicit override is loaded as named. */
+    h = LoadLibraryExA(path, NULL, is_override ? 0 : LOAD_LIBRARY_SEARCH_SYSTEM32);
+    if (h == NULL) {
+        (void)snprintf(err, errsize, "%.150s: LoadLibraryEx error %lu", path,
+                       (unsigned long)GetLastError());
+    }
+    return (void *)h;
+}
+
+static void *
+shp_dl_sym(void *lib, const char *name)
+{
+    FARPROC p = GetProcAddress((HMODULE)lib, name);
+    void *v;
+
+    memcpy(&v, &p, sizeof v);
+    return v;
+}
+
+static void
+shp_dl_close(void *lib)
+{
+    (void)FreeLibrary((HMODULE)lib);
+}
+
+/* SPATIALHUB_LIBCUDA into buf: 1 if set and non-empty, 0 if not, -1 if it
+ * does not fit (never silently replaced by the default). */
+static int
+shp_cuda_override(char *buf, size_t size)
+{
+    DWORD n = GetEnvironmentVariableA(SHP_CUDA_ENV, buf, (DWORD)size);
+
+    if (n == 0) {
+        return 0;
+    }
+    return n < size ? 1 : -1;
+}
+
+#define SHP_CUDA_DEFAULT_LIB "nvcuda.dll"
+
+#elif !defined(SHP_MACOS)
+
+static void *
+shp_dl_open(const char *path, int is_override, char *err, size_t errsize)
+{
+    void *h;
+    const char *msg;
+
+    (void)is_override;
+    /* RTLD_LOCAL: the driver's symbols must not satisfy anyone else's
+     * lookups through us. */
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        msg = dlerror();
+        (void)snprintf(err, errsize, "%s", msg != NULL ? msg : "dlopen failed");
+    }
+    return h;
+}
+
+static void *
+shp_dl_sym(void *lib, const char *name)
+{
+    return dlsym(lib, name);
+}
+
+static void
+shp_dl_close(void *lib)
+{
+    (void)dlclose(lib);
+}
+
+/* SPATIALHUB_LIBCUDA into buf: 1 if set and non-empty, 0 if not, -1 if it
+ * does not fit (never silently replaced by the default). */
+static int
+shp_cuda_override(char *buf, size_t size)
+{
+    const char *v = getenv(SHP_CUDA_ENV);
+    int n;
+
+    if (v == NULL || v[0] == '\0') {
+        return 0;
+    }
+    n = snprintf(buf, size, "%s", v);
+    return n > 0 && (size_t)n < size ? 1 : -1;
+}
+
+/* The driver's runtime name; the bare libcuda.so is the toolkit's stub. */
+#define SHP_CUDA_DEFAULT_LIB "libcuda.so.1"
+
+#endif
+
+/* ---- loading ---------------------------------------------------------------- */
+
+#if !defined(SHP_MACOS)
+/* Put the reason for "unavailable" into c->why (why it matters to the user). */
+static void
+shp_cuda_init_failed(shp_cuda *c, const char *lib, shp_CUresult rc)
+{
+    char code[96];
+
+    shp_cuda_format_code(c, rc, code, sizeof code);
+    if (rc == SHP_CUDA_ERROR_STUB_LIBRARY) {
+        (void)snprintf(c->why, sizeof c->why,
+                       "%.120s is the CUDA toolkit's stub library, not an NVIDIA "
+                       "driver (cuInit: %.50s)", lib, code);
+    }
+    else if (rc == SHP_CUDA_ERROR_NO_DEVICE) {
+        (void)snprintf(c->why, sizeof c->why,
+                       "the NVIDIA driver found no CUDA-capable device (cuInit: %.50s; "
+                       "check CUDA_VISIBLE_DEVICES)", code);
+    }
+    else {
+        (void)snprintf(c->why, sizeof c->why, "cuInit(0) failed: %.96s", code);
+    }
+}
+#endif
+
+int
+shp_cuda_load(shp_state *st)
+{
+    shp_cuda *c = &st->cuda;
+
+    if (c->load_state != 0) {
+        return c->load_state == 1;
+    }
+    /* Pessimistic until every step passed: a failure is never retried, so
+     * the reason stays stable for every later message. */
+    c->load_state = -1;
+
+#if defined(SHP_MACOS)
+    (void)snprintf(c->why, sizeof c->why, "CUDA is not available on macOS");
+    return 0;
+#else
+    {
+        char path[1024];
+        char err[512];
+        int is_override;
+        const char *lib;
+        void *h;
+        size_t i;
+        shp_CUresult rc;
+        int n = 0;
+
+        is_override = shp_cuda_override(path, sizeof path);
+        if (is_override < 0) {
+            (void)snprintf(c->why, sizeof c->why, SHP_CUDA_ENV " is longer than %d bytes",
+                           (int)sizeof path - 1);
+            return 0;
+        }
+        lib = is_override ? path : SHP_CUDA_DEFAULT_LIB;
+        err[0] = '\0';
+        h = shp_dl_open(lib, is_override, err, sizeof err);
+        if (h == NULL) {
+            /* err names the file (dlerror does; the Windows loader's text
+             * is built to) and says why it could not be loaded. */
+            (void)snprintf(c->why, sizeof c->why, "cannot load the CUDA driver%s: %.180s",
+                           is_override ? " named by " SHP_CUDA_ENV : "", err);
+            return 0;
+        }
+        for (i = 0; i < SHP_NSYMS; i++) {
+            void *sym = shp_dl_sym(h, shp_cuda_syms[i].name);
+
+            if (sym == NULL && shp_cuda_syms[i].required) {
+                (void)snprintf(c->why, sizeof c->why,
+                               "%.150s lacks the required symbol %.40s (driver too old?)",
+                               lib, shp_cuda_syms[i].name);
+                shp_cuda_clear_table(c);
+                shp_dl_close(h);
+                return 0;
+            }
+            memcpy((char *)c + shp_cuda_syms[i].offset, &sym, sizeof sym);
+        }
+        if (c->cuDriverGetVersion != NULL
+            && c->cuDriverGetVersion(&c->driver_version) != SHP_CUDA_SUCCESS) {
+            c->driver_version = 0;  /* unknown is fine: it is only reported */
+        }
+        rc = c->cuInit(0);
+        c->init_result = rc;
+        if (rc != SHP_CUDA_SUCCESS) {
+            shp_cuda_init_failed(c, lib, rc);
+            /* An uninitialised driver holds no threads or contexts yet, so
+             * it can be unloaded safely. */
+            shp_cuda_clear_table(c);
+            shp_dl_close(h);
+            return 0;
+        }
+        /* From here on the library stays loaded (see shp_cuda_teardown). */
+        c->lib = h;
+        rc = c->cuDeviceGetCount(&n);
+        if (rc != SHP_CUDA_SUCCESS) {
+            char code[96];
+
+            shp_cuda_format_code(c, rc, code, sizeof code);
+            (void)snprintf(c->why, sizeof c->why, "cuDeviceGetCount failed: %s", code);
+            return 0;
+        }
+        if (n <= 0) {
+            (void)snprintf(c->why, sizeof c->why,
+                           "the NVIDIA driver reports no CUDA device (count 0; "
+                           "check CUDA_VISIBLE_DEVICES)");
+            return 0;
+        }
+        /* Devices beyond the primary-context cache cannot be addressed. */
+        c->device_count = n > SHP_MAX_CUDA_DEVICES ? SHP_MAX_CUDA_DEVICES : n;
+        c->why[0] = '\0';
+        c->load_state = 1;
+        return 1;
+    }
+#endif
+}
+
+/* ---- device labels ----------------------------------------------------------- */
+
+int
+shp_cuda_parse_device(const char *device, int *ordinal)
+{
+    const char *p;
+    const char *colon;
+    long v = 0;
+
+    *ordinal = -1;
+    /* ASCII case folding by hand: locale-independent, and '\0' | 0x20 is
+     * no letter, so the test never reads past the terminator. */
+    for (p = device; *p != '\0'; p++) {
+        if ((p[0] | 0x20) == 'c' && (p[1] | 0x20) == 'u' && (p[2] | 0x20) == 'd'
+            && (p[3] | 0x20) == 'a') {
+            break;
+        }
+    }
+    if (*p == '\0') {
+        return 0;
+    }
+    colon = strchr(p + 4, ':');
+    if (colon == NULL) {
+        return 1;   /* "CUDA", "CUDAExecutionProvider": the default device */
+    }
+    if (colon[1] == '\0') {
+        goto malformed;
+    }
+    for (p = colon + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            goto malformed;
+        }
+        /* Clamped far beyond any device count (it is range-checked later)
+         * so that a long digit string cannot overflow. */
+        if (v < SHP_ORDINAL_CLAMP) {
+            v = v * 10 + (*p - '0');
+        }
+    }
+    *ordinal = (int)(v < SHP_ORDINAL_CLAMP ? v : SHP_ORDINAL_CLAMP);
+    return 1;
+
+malformed:
+    PyErr_Format(PyExc_ValueError,
+                 "device '%.200s': the CUDA ordinal after ':' must be a non-negative "
+                 "integer (e.g. \"cuda:1\")", device);
+    return -1;
+}
+
+/* ---- context binding --------------------------------------------------------- */
+
+/*
+ * 1 if the current context (cur != NULL) is the one to use for t, 0 if the
+ * target's primary context must be pushed, or -1 with *rc set.
+ */
+static int
+shp_cuda_current_fits(const shp_cuda *c, const shp_cuda_target *t, shp_CUresult *rc)
+{
+    shp_CUdevice dev = -1;
+
+    if (!t->explicit_ordinal || c->cuCtxGetDevice == NULL) {
+        /* No ordinal asked for: the user's context is the one they mean.
+         * Without cuCtxGetDevice we cannot tell, and trusting the user's
+         * context is the safer guess. */
+        return 1;
+    }
+    *rc = c->cuCtxGetDevice(&dev);
+    if (*rc != SHP_CUDA_SUCCESS) {
+        return -1;
+    }
+    return dev == (shp_CUdevice)t->ordinal;
+}
+
+/* The two operations run under the binding below. */
+typedef enum { SHP_OP_SYNC, SHP_OP_MEMINFO } shp_cuda_op;
+
+static shp_CUresult
+shp_cuda_do(const shp_cuda *c, shp_cuda_op op, size_t *free_b, size_t *total_b)
+{
+    if (op == SHP_OP_SYNC) {
+        return c->cuCtxSynchronize();
+    }
+    return c->cuMemGetInfo(free_b, total_b);
+}
+
+static shp_CUresult
+shp_cuda_bound(shp_state *st, const shp_cuda_target *t, shp_cuda_op op,
+               size_t *free_b, size_t *total_b)
+{
+    const shp_cuda *c = &st->cuda;
+    shp_CUcontext cur = NULL;
+    shp_CUcontext popped = NULL;
+    shp_CUresult rc, rc_pop;
+    int fits;
+
+    if (c->load_state != 1 || t->primary == NULL) {
+        /* Torn down (or never bound): the entry points may be gone. */
+        return SHP_CUDA_ERROR_DEINITIALIZED;
+    }
+    rc = c->cuCtxGetCurrent(&cur);
+    if (rc != SHP_CUDA_SUCCESS) {
+        return rc;
+    }
+    if (cur != NULL) {
+        fits = shp_cuda_current_fits(c, t, &rc);
+        if (fits < 0) {
+            return rc;
+        }
+        if (fits) {
+            return shp_cuda_do(c, op, free_b, total_b);
+        }
+    }
+    rc = c->cuCtxPushCurrent(t->primary);
+    if (rc != SHP_CUDA_SUCCESS) {
+        return rc;
+    }
+    rc = shp_cuda_do(c, op, free_b, total_b);
+    /* Always pop, even after a failure, so the thread's stack is left as
+     * the user had it; the first error is the one reported. */
+    rc_pop = c->cuCtxPopCurrent(&popped);
+    return rc != SHP_CUDA_SUCCESS ? rc : rc_pop;
+}
+
+shp_CUresult
+shp_cuda_sync_nogil(shp_state *st, const shp_cuda_target *t)
+{
+    return shp_cuda_bound(st, t, SHP_OP_SYNC, NULL, NULL);
+}
+
+shp_CUresult
+shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
+                       size_t *free_b, size_t *total_b)
+{
+    *free_b = 0;
+    *total_b = 0;
+    return shp_cuda_bound(st, t, SHP_OP_MEMINFO, free_b, total_b);
+}
+
+/* ---- targets ------------------------------------------------------------------- */
+
+int
+shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what)
+{
+    const shp_cuda *c = &st->cuda;
+    const char *name = shp_cuda_error_name(c, rc);
+    const char *desc = shp_cuda_error_string(c, rc);
+
+    if (name != NULL && desc != NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s (%d): %s", what, name, (int)rc, desc);
+    }
+    else if (name != NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s (%d)", what, name, (int)rc);
+    }
+    else {
+        PyErr_Format(PyExc_RuntimeError, "%s: CUDA error %d", what, (int)rc);
+    }
+    return -1;
+}
+
+int
+shp_cuda_target_init(shp_state *st, int ordinal, shp_cuda_target *t)
+{
+    shp_cuda *c = &st->cuda;
+    shp_CUresult rc;
+
+    t->ordinal = 0;
+    t->explicit_ordinal = ordinal >= 0;
+    t->primary = NULL;
+    if (!shp_cuda_load(st)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "device is CUDA but the CUDA driver is unavailable: %s. "
+                     "Pass sync_fn=... (e.g. sync_fn=torch.cuda.synchronize) to "
+                     "synchronise another way, or use device=\"CPU\".", c->why);
+        return -1;
+    }
+    if (ordinal < 0) {
+        /* The device of the user's current context, as torch.cuda would. */
+        shp_CUcontext cur = NULL;
+        shp_CUdevice dev = 0;
+
+        rc = c->cuCtxGetCurrent(&cur);
+        if (rc != SHP_CUDA_SUCCESS) {
+            return shp_cuda_raise(st, rc, "cuCtxGetCurrent failed");
+        }
+        ordinal = 0;
+        if (cur != NULL && c->cuCtxGetDevice != NULL) {
+            rc = c->cuCtxGetDevice(&dev);
+            if (rc != SHP_CUDA_SUCCESS) {
+                return shp_cuda_raise(st, rc, "cuCtxGetDevice failed");
+            }
+            ordinal = (int)dev;
+        }
+    }
+    if (ordinal >= c->device_count) {
+        PyErr_Format(PyExc_ValueError,
+                     "CUDA device %d is out of range: %d device(s) visible (0..%d)",
+                     ordinal, c->device_count, c->device_count - 1);
+        return -1;
+    }
+    if (c->primary[ordinal] == NULL) {
+        /*
+         * Retained up front, with the GIL, even when the thread has a
+         * current context: the sync may later run on a thread without one,
+         * and the *_nogil paths must not write shared state.  For PyTorch,
+         * CuPy and ONNX Runtime this context is already active, so retaining
+         * only bumps its reference count.
+         */
+        shp_CUdevice dev = 0;
+        shp_CUcontext ctx = NULL;
+
+        rc = c->cuDeviceGet(&dev, ordinal);
+        if (rc != SHP_CUDA_SUCCESS) {
+            return shp_cuda_raise(st, rc, "cuDeviceGet failed");
+        }
+        rc = c->cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (rc != SHP_CUDA_SUCCESS) {
+            char what[96];
+
+            (void)snprintf(what, sizeof what,
+                           "cannot retain the primary context of CUDA device %d", ordinal);
+            return shp_cuda_raise(st, rc, what);
+        }
+        if (ctx == NULL) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "cuDevicePrimaryCtxRetain returned no context for device %d",
+                         ordinal);
+            return -1;
+        }
+        c->primary[ordinal] = ctx;
+    }
+    t->ordinal = ordinal;
+    t->primary = c->primary[ordinal];
+    return 0;
+}
+
+int
+shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env)
+{
+    const shp_cuda *c = &st->cuda;
+    PyObject *driver = NULL;
+    PyObject *gpu = NULL;
+    int ret = -1;
+
+    if (c->driver_version > 0) {
+        driver = PyUnicode_FromFormat("%d.%d", c->driver_version / 1000,
+                                      (c->driver_version % 1000) / 10);
+    }
+    else {
+        Py_INCREF(Py_None);   /* (Py_NewRef is 3.10+; this file builds on 3.9) */
+        driver = Py_None;
+    }
+    if (driver == NULL) {
+        goto done;
+    }
+    Py_INCREF(Py_None);
+    gpu = Py_None;
+    if (c->load_state == 1 && c->cuDeviceGetName != NULL && t != NULL) {
+        shp_CUdevice dev = 0;
+        char name[256];
+
+        if (c->cuDeviceGet(&dev, t->ordinal) == SHP_CUDA_SUCCESS
+            && c->cuDeviceGetName(name, (int)sizeof name, dev) == SHP_CUDA_SUCCESS) {
+            name[sizeof name - 1] = '\0';
+            /* The name is only reported: an undecodable byte is replaced,
+             * never an error. */
+            Py_SETREF(gpu, PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"));
+            if (gpu == NULL) {
+                goto done;
+            }
+        }
+    }
+    if (PyDict_SetItemString(env, "cuda_driver", driver) < 0
+        || PyDict_SetItemString(env, "gpu", gpu) < 0) {
+        goto done;
+    }
+    ret = 0;
+
+done:
+    Py_XDECREF(driver);
+    Py_XDECREF(gpu);
+    return ret;
+}
+
+void
+shp_cuda_teardown(shp_state *st)
+{
+    shp_cuda *c = &st->cuda;
+    int i;
+
+    if (c->lib != NULL) {
+        for (i = 0; i < SHP_MAX_CUDA_DEVICES; i++) {
+            shp_CUdevice dev = 0;
+
+            if (c->primary[i] == NULL) {
+                continue;
+            }
+            /* Nothing can be reported from here; a driver already shutting
+             * down (interpreter exit) answers CUDA_ERROR_DEINITIALIZED, which
+             * means the context is gone anyway. */
+            if (c->cuDeviceGet(&dev, i) == SHP_CUDA_SUCCESS) {
+                (void)c->cuDevicePrimaryCtxRelease(dev);
+            }
+            c->primary[i] = NULL;
+        }
+        /*
+         * The library handle is dropped but not closed: an initialised driver
+         * runs threads and exit hooks of its own, and unloading it under them
+         * can crash the process at exit.  The reference is the process's
+         * (dlopen counts), and it is reclaimed at exit.
+         */
+        c->lib = NULL;
+    }
+    shp_cuda_clear_table(c);
+    if (c->load_state != 0) {
+        c->load_state = -1;
+        (void)snprintf(c->why, sizeof c->why, "the profiling module was torn down");
+    }
+}
+
+/* ---- CudaSync: the callable get_cuda_sync_fn() returns ------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    shp_cuda_target target;
+} shp_CudaSync;
+
+static void
+CudaSync_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+CudaSync_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    shp_CudaSync *s = (shp_CudaSync *)self;
+    shp_state *st;
+    shp_CUresult rc;
+
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "CudaSync() takes no arguments");
+        return NULL;
+    }
+    st = shp_state_from_type(Py_TYPE(self));
+    if (st == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "CudaSync: the profiling module is gone");
+        }
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_sync_nogil(st, &s->target);
+    Py_END_ALLOW_THREADS
+    if (rc != SHP_CUDA_SUCCESS) {
+        char what[64];
+
+        (void)snprintf(what, sizeof what, "cuCtxSynchronize failed on CUDA device %d",
+                       s->target.ordinal);
+        (void)shp_cuda_raise(st, rc, what);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+CudaSync_repr(PyObject *self)
+{
+    shp_CudaSync *s = (shp_CudaSync *)self;
+    shp_state *st = shp_state_from_type(Py_TYPE(self));
+    char driver[32];
+
+    if (st == NULL) {
+        return NULL;
+    }
+    if (st->cuda.driver_version > 0) {
+        (void)snprintf(driver, sizeof driver, "%d.%d", st->cuda.driver_version / 1000,
+                       (st->cuda.driver_version % 1000) / 10);
+    }
+    else {
+        (void)snprintf(driver, sizeof driver, "unknown");
+    }
+    return PyUnicode_FromFormat("<CudaSync device=%d driver=%s>", s->target.ordinal, driver);
+}
+
+static PyObject *
+CudaSync_get_device(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(((shp_CudaSync *)self)->target.ordinal);
+}
+
+static PyGetSetDef CudaSync_getset[] = {
+    {"device", CudaSync_get_device, NULL,
+     "Ordinal of the device whose primary context is used when the calling "
+     "thread has no current context.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+#if PY_VERSION_HEX < 0x030A0000
+/* Before Py_TPFLAGS_DISALLOW_INSTANTIATION: refuse construction by hand. */
+static PyObject *
+CudaSync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    PyErr_Format(PyExc_TypeError, "cannot create '%s' instances; use get_cuda_sync_fn()",
+                 type->tp_name);
+    return NULL;
+}
+#endif
+
+PyDoc_STRVAR(CudaSync_doc,
+"Synchronise a CUDA device: cuCtxSynchronize on the calling thread's current\n"
+"context, or on the device's primary context when the thread has none.\n"
+"The GIL is released while waiting.  Raises RuntimeError naming the CUDA\n"
+"error on failure.  Made by get_cuda_sync_fn().");
+
+static PyType_Slot CudaSync_slots[] = {
+    {Py_tp_dealloc, (void *)CudaSync_dealloc},
+    {Py_tp_call, (void *)CudaSync_call},
+    {Py_tp_repr, (void *)CudaSync_repr},
+    {Py_tp_getset, (void *)CudaSync_getset},
+    {Py_tp_doc, (void *)CudaSync_doc},
+#if PY_VERSION_HEX < 0x030A0000
+    {Py_tp_new, (void *)CudaSync_new},
+#endif
+    {0, NULL},
+};
+
+PyType_Spec shp_cuda_sync_spec = {
+    .name = "spatialhub.utils.profiling.CudaSync",
+    .basicsize = sizeof(shp_CudaSync),
+    .itemsize = 0,
+#if PY_VERSION_HEX >= 0x030A0000
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION
+             | Py_TPFLAGS_IMMUTABLETYPE,
+#else
+    .flags = Py_TPFLAGS_DEFAULT,
+#endif
+    .slots = CudaSync_slots,
+};
+
+/* ---- module functions ---------------------------------------------------------- */
+
+PyObject *
+shp_get_cuda_sync_fn(PyObject *module, PyObject *unused)
+{
+    shp_state *st = (shp_state *)PyModule_GetState(module);
+    PyTypeObject *tp;
+    shp_CudaSync *s;
+    shp_cuda_target t;
+
+    (void)unused;
+    if (st == NULL) {
+        return NULL;
+    }
+    if (!shp_cuda_load(st)) {
+        Py_RETURN_NONE;
+    }
+    /* Device 0 unless the caller's thread has a current context: then
+     * that context's device, and the sync follows the current context. */
+    if (shp_cuda_target_init(st, -1, &t) < 0) {
+        return NULL;
+    }
+    tp = st->cuda_sync_type;
+    if (tp == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "CudaSync type is not initialised");
+        return NULL;
+    }
+    s = (shp_CudaSync *)tp->tp_alloc(tp, 0);
+    if (s == NULL) {
+        return NULL;
+    }
+    s->target = t;
+    return (PyObject *)s;
+}
+
+/* get_gpu_vram_mb(device_id=0): the one argument, validated as an int. */
+static int
+shp_vram_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    long *device_id)
+{
+    PyObject *arg = NULL;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    Py_ssize_t i;
+    int overflow = 0;
+
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError,
+                     "get_gpu_vram_mb() takes at most 1 argument (%zd given)", nargs + nkw);
+        return -1;
+    }
+    if (nargs == 1) {
+        arg = args[0];
+    }
+    for (i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        int is_id = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "device_id") == 0;
+
+        if (!is_id) {
+            PyErr_Format(PyExc_TypeError,
+                         "get_gpu_vram_mb() got an unexpected keyword argument %R", key);
+            return -1;
+        }
+        if (arg != NULL) {
+            PyErr_SetString(PyExc_TypeError,
+                            "get_gpu_vram_mb() got multiple values for argument 'device_id'");
+            return -1;
+        }
+        arg = args[nargs + i];
+    }
+    *device_id = 0;
+    if (arg == NULL) {
+        return 0;
+    }
+    /* bool is an int subclass, but True as a device id is a bug. */
+    if (PyBool_Check(arg) || !PyLong_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "get_gpu_vram_mb(): device_id must be an int, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return -1;
+    }
+    *device_id = PyLong_AsLongAndOverflow(arg, &overflow);
+    if (*device_id == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow != 0) {
+        *device_id = overflow > 0 ? LONG_MAX : LONG_MIN;
+    }
+    return 0;
+}
+
+PyObject *
+shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames)
+{
+    shp_state *st = (shp_state *)PyModule_GetState(module);
+    shp_cuda_target t;
+    size_t free_b = 0, total_b = 0;
+    shp_CUresult rc;
+    long device_id;
+
+    if (st == NULL || shp_vram_parse_args(args, nargs, kwnames, &device_id) < 0) {
+        return NULL;
+    }
+    /* A negative id is wrong whether or not a driver is present. */
+    if (device_id < 0) {
+        PyErr_Format(PyExc_ValueError, "get_gpu_vram_mb(): device_id must be >= 0, got %ld",
+                     device_id);
+        return NULL;
+    }
+    if (!shp_cuda_load(st)) {
+        Py_RETURN_NONE;
+    }
+    if (device_id >= st->cuda.device_count) {
+        PyErr_Format(PyExc_ValueError,
+                     "get_gpu_vram_mb(): device_id %ld is out of range: %d CUDA device(s) "
+                     "visible (0..%d)", device_id, st->cuda.device_count,
+                     st->cuda.device_count - 1);
+        return NULL;
+    }
+    if (shp_cuda_target_init(st, (int)device_id, &t) < 0) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_meminfo_nogil(st, &t, &free_b, &total_b);
+    Py_END_ALLOW_THREADS
+    if (rc != SHP_CUDA_SUCCESS) {
+        char what[64];
+
+        (void)snprintf(what, sizeof what, "cuMemGetInfo_v2 failed on CUDA device %ld",
+                       device_id);
+        (void)shp_cuda_raise(st, rc, what);
+        return NULL;
+    }
+    return shp_gpumem_new(st, total_b, free_b);
+}
+
+int
+shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t)
+{
+    if (st->cuda_sync_type == NULL || !PyObject_TypeCheck(obj, st->cuda_sync_type))
+        return 0;
+    *t = ((shp_CudaSync *)obj)->target;
+    return 1;
+}

@@ -1,0 +1,114 @@
+"""Test support for the CUDA layer: the fake driver and a subprocess runner.
+
+tests/conftest.py pulls these in with ``from cuda_support import *``.
+
+The fake driver (tests/fake_cuda/fake_cuda.c) is compiled once per session
+with the system C compiler.  Every CUDA scenario runs in a fresh Python
+process with SPATIALHUB_LIBCUDA pointing at it, because the profiling module
+loads the driver once per process (and the fake keeps process-wide state).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+__all__ = ["fake_cuda_lib", "run_with_fake_cuda", "FAKE_CUDA_PRELUDE"]
+
+_HERE = Path(__file__).resolve().parent
+_FAKE_SRC = _HERE / "fake_cuda" / "fake_cuda.c"
+_SRC_DIR = _HERE.parent / "src"
+
+# Put in front of every snippet: ctypes access to the same copy of the fake
+# the module loads (dlopen of one path yields one library), without loading
+# it before the snippet asks.
+FAKE_CUDA_PRELUDE = textwrap.dedent(
+    """
+    import ctypes, os, sys, threading, time
+
+    _fake = None
+
+    def fake():
+        global _fake
+        if _fake is None:
+            lib = ctypes.CDLL(os.environ["SPATIALHUB_LIBCUDA"])
+            lib.fake_count.restype = ctypes.c_longlong
+            lib.fake_count.argtypes = [ctypes.c_char_p]
+            lib.fake_enqueue_ns.argtypes = [ctypes.c_longlong]
+            lib.fake_enqueue_device_ns.argtypes = [ctypes.c_int, ctypes.c_longlong]
+            lib.fake_alloc.argtypes = [ctypes.c_size_t]
+            lib.fake_free.argtypes = [ctypes.c_size_t]
+            lib.fake_used_bytes.restype = ctypes.c_longlong
+            lib.fake_set_mode.argtypes = [ctypes.c_char_p]
+            _fake = lib
+        return _fake
+
+    def count(name):
+        return fake().fake_count(name.encode())
+
+    def make_current(device=0):
+        # What PyTorch does on first use: retain the primary context and
+        # make it current on this thread.
+        ctx = ctypes.c_void_p()
+        assert fake().cuInit(0) == 0
+        assert fake().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device) == 0
+        assert fake().cuCtxPushCurrent_v2(ctx) == 0
+        return ctx
+
+    def driver_mapped():
+        with open("/proc/self/maps") as f:
+            return os.environ["SPATIALHUB_LIBCUDA"] in f.read()
+
+    MiB = 1 << 20
+    """
+)
+
+
+@pytest.fixture(scope="session")
+def fake_cuda_lib(tmp_path_factory):
+    """Path of the compiled fake libcuda (skips when no C compiler)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the fake CUDA driver is built and loaded on Linux only")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake CUDA driver")
+    out = tmp_path_factory.mktemp("fake_cuda") / "libfakecuda.so"
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-pthread", str(_FAKE_SRC), "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the fake CUDA driver failed:\n{done.stderr}")
+    return str(out)
+
+
+def run_with_fake_cuda(lib, code, *, env=None, timeout=120):
+    """Run `code` in a fresh interpreter with SPATIALHUB_LIBCUDA=lib.
+
+    `env` adds or overrides variables (FAKE_CUDA_MODE, FAKE_CUDA_DEVICES,
+    or SPATIALHUB_LIBCUDA itself to point elsewhere).  The snippet runs after
+    FAKE_CUDA_PRELUDE.  Returns stdout; raises AssertionError carrying stderr
+    when the process fails.
+    """
+    full_env = dict(os.environ)
+    for k in [k for k in full_env if k.startswith("FAKE_CUDA_")]:
+        del full_env[k]
+    full_env["SPATIALHUB_LIBCUDA"] = lib
+    # The source tree, in case the extension was built in place.
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_SRC_DIR), full_env.get("PYTHONPATH", "")) if p
+    )
+    if env:
+        full_env.update(env)
+    script = FAKE_CUDA_PRELUDE + "\n" + textwrap.dedent(code)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, env=full_env, timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"subprocess failed (rc={done.returncode})\n"
+            f"--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr}"
+        )
+    return done.stdout
