@@ -32,3 +32,11 @@ __all__ = [
     "get_gpu_vram_mb",
     "get_ram_mb",
 ]
+
+# Python by nature: adapters over torch / ONNX Runtime, sweeps and plots.  Their
+# modules import torch, onnxruntime and matplotlib only inside the functions.
+from .adapters import SweepResult, benchmark_onnx, profile_model, sweep  # noqa: E402
+from .plot import plot_latency, plot_sweep  # noqa: E402
+
+__all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
+            "plot_sweep"]

@@ -7,13 +7,12 @@ imported at module import; each is imported by the function that needs it.
 """
 from __future__ import annotations
 
-import html
+import contextlib
 import os
-import re
 
 import numpy as np
 
-from ._native import BenchmarkStats, benchmark_callable, format_benchmark_table, get_cuda_sync_fn
+from ._native import benchmark_callable, format_benchmark_table, get_cuda_sync_fn
 
 __all__ = ["SweepResult", "benchmark_onnx", "profile_model", "sweep"]
 
@@ -21,6 +20,15 @@ __all__ = ["SweepResult", "benchmark_onnx", "profile_model", "sweep"]
 # --------------------------------------------------------------------------
 # SweepResult
 # --------------------------------------------------------------------------
+
+def throughput_unit(stats_list, param=None):
+    """The unit of ``stats.throughput`` for a set of rows: "samples/s" when
+    the batch size is swept or any row ran more than one sample per call,
+    else "FPS"."""
+    if param == "batch_size" or any(s.batch_size != 1 for s in stats_list):
+        return "samples/s"
+    return "FPS"
+
 
 class SweepResult(list):
     """A list of ``BenchmarkStats``, one per value of a swept parameter.
@@ -49,17 +57,15 @@ class SweepResult(list):
 
     @property
     def throughput_unit(self):
-        """"samples/s" when any row ran more than one sample per call, else "FPS"."""
-        if self.param == "batch_size" or any(s.batch_size != 1 for s in self):
-            return "samples/s"
-        return "FPS"
+        """"samples/s" when the rows are batched, else "FPS"."""
+        return throughput_unit(self, self.param)
 
-    def to_table(self, title=None, throughput_unit=None, *, baseline=None):
-        """The Markdown table (native ``format_benchmark_table``), with a
-        column for the swept parameter when there is one."""
+    def to_table(self, title=None, throughput_unit=None, *, baseline=None, format="markdown"):
+        """The table (native ``format_benchmark_table``; ``format="html"``
+        for HTML), with a column for the swept parameter when there is one."""
         return format_benchmark_table(
             list(self), title, throughput_unit or self.throughput_unit,
-            baseline=baseline, param=self.param,
+            baseline=baseline, param=self.param, format=format,
         )
 
     def to_dicts(self, samples=False):
@@ -73,41 +79,7 @@ class SweepResult(list):
         return self.to_table()
 
     def _repr_html_(self):
-        return _markdown_table_to_html(self.to_table())
-
-
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_CODE = re.compile(r"`(.+?)`")
-
-
-def _cell_html(text):
-    text = html.escape(text.strip(), quote=False)
-    text = _BOLD.sub(r"<b>\1</b>", text)
-    return _CODE.sub(r"<code>\1</code>", text)
-
-
-def _markdown_table_to_html(markdown):
-    """Render the Markdown that ``format_benchmark_table`` writes as HTML
-    (a ``### title`` line and one pipe table), for ``_repr_html_``."""
-    out, rows = [], []
-    for line in markdown.splitlines():
-        line = line.strip()
-        if line.startswith("###"):
-            out.append(f"<h3>{_cell_html(line.lstrip('#'))}</h3>")
-        elif line.startswith("|"):
-            cells = [c for c in line.strip("|").split("|")]
-            if all(set(c.strip()) <= set(":-") and c.strip() for c in cells):
-                continue  # the alignment row
-            rows.append(cells)
-    if rows:
-        head, body = rows[0], rows[1:]
-        out.append("<table>")
-        out.append("<thead><tr>" + "".join(f"<th>{_cell_html(c)}</th>" for c in head) + "</tr></thead>")
-        out.append("<tbody>")
-        for r in body:
-            out.append("<tr>" + "".join(f"<td>{_cell_html(c)}</td>" for c in r) + "</tr>")
-        out.append("</tbody></table>")
-    return "\n".join(out)
+        return self.to_table(format="html")
 
 
 # --------------------------------------------------------------------------
@@ -202,7 +174,7 @@ def _torch_device(torch, device):
         dev = torch.device("cuda", torch.cuda.current_device() if dev.index is None else dev.index)
     elif dev.type == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-            raise RuntimeError(f"profile_model: device 'mps' requested but torch.backends.mps.is_available() is False")
+            raise RuntimeError("profile_model: device 'mps' requested but torch.backends.mps.is_available() is False")
     return dev
 
 
@@ -264,8 +236,10 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
         model = model.to(tdtype)
     model.eval()
 
-    if dev.type == "cuda":
-        sync = get_cuda_sync_fn()
+    cuda = dev.type == "cuda"
+    if cuda:
+        with torch.cuda.device(dev):
+            sync = get_cuda_sync_fn()
         if sync is None:  # driver not loadable by the native core: torch's own sync
             index = dev.index
             sync = lambda: torch.cuda.synchronize(index)  # noqa: E731
@@ -280,23 +254,17 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
 
     def run(batch):
         x = _random_input(torch, (batch,) + shape[1:], tdtype, dev)
-        with torch.inference_mode():
-            if dev.type == "cuda":
-                with torch.cuda.device(dev):  # makes dev's context current for the native sync
-                    torch.cuda.synchronize(dev)
-                    torch.cuda.reset_peak_memory_stats(dev)
-                    stats = benchmark_callable(model, x, name=label, device=device_label,
-                                               num_warmup=warmup, num_iters=iters, **bench_kw)
-                    stats.torch_max_allocated_mb = torch.cuda.max_memory_allocated(dev) / 2**20
-            else:
-                stats = benchmark_callable(model, x, name=label, device=device_label,
-                                           num_warmup=warmup, num_iters=iters, **bench_kw)
+        # on cuda, torch.cuda.device(dev) makes dev's context current for the native sync
+        with torch.inference_mode(), (torch.cuda.device(dev) if cuda else contextlib.nullcontext()):
+            if cuda:
+                torch.cuda.synchronize(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
+            stats = benchmark_callable(model, x, name=label, device=device_label,
+                                       num_warmup=warmup, num_iters=iters, **bench_kw)
+            if cuda:
+                stats.torch_max_allocated_mb = torch.cuda.max_memory_allocated(dev) / 2**20
         stats.batch_size = batch
-        env = dict(stats.env or {})
-        env.setdefault("torch", torch.__version__)
-        if dev.type == "cuda":
-            env.setdefault("torch_cuda", torch.version.cuda)
-            env.setdefault("torch_device_name", torch.cuda.get_device_name(dev))
+        env = dict(stats.env or {})  # the native core records torch and the CUDA device
         env["input_shape"] = list(x.shape)
         env["input_dtype"] = str(tdtype).replace("torch.", "")
         stats.env = env

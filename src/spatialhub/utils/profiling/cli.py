@@ -128,7 +128,8 @@ def build_parser():
     out = p.add_argument_group("output")
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
-                     help="write the result(s), raw samples included, as JSON (input of --compare)")
+                     help="write the result(s), raw samples included, as JSON (input of --compare); "
+                          "with --compare, the comparison(s): ratio, 95%% CI, verdict")
     out.add_argument("--markdown", metavar="FILE", help="write the printed table to FILE")
     out.add_argument("--plot", metavar="FILE.png", help="write a picture of the latencies (needs matplotlib)")
     out.add_argument("--plot-kind", choices=("hist", "ecdf", "box"), default="hist",
@@ -149,7 +150,7 @@ def _check_combinations(p, a):
     if a.onnx and a.device:
         p.error("--device does not apply to --onnx: the providers are the devices (use --providers)")
     if a.compare:
-        for flag in ("warmup", "iters", "device", "name", "json"):
+        for flag in ("warmup", "iters", "device", "name"):
             if getattr(a, flag) is not None:
                 p.error(f"--{flag} does not apply to --compare (it reads saved results)")
     if a.dtype != "float32" and not a.target:
@@ -187,13 +188,15 @@ def _run_demo(a):
 
 
 def _load_target(spec):
-    modname, _, attr = spec.partition(":")
+    modname, _, attr = spec.rpartition(":")  # rpartition: "C:\\x\\ops.py:f" on Windows
     if not modname or not attr:
         raise CliError(f"--callable expects MODULE:ATTR, got {spec!r}")
     if modname.endswith(".py") or os.sep in modname:
         if not os.path.isfile(modname):
             raise CliError(f"--callable: no such file {modname!r}")
         name = os.path.splitext(os.path.basename(modname))[0]
+        if name in sys.modules:  # a file named like a loaded module (json.py) must not replace it
+            name = f"_spatialhub_target_{name}"
         loader_spec = importlib.util.spec_from_file_location(name, modname)
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module
@@ -221,7 +224,7 @@ def _is_torch_module(obj):
 
 def _run_callable(a):
     target = _load_target(a.target)
-    name = a.name or a.target.partition(":")[2].rsplit(".", 1)[-1]
+    name = a.name or a.target.rpartition(":")[2].rsplit(".", 1)[-1]
     shapes = a.args_shape or []
     kw = _bench_kw(a)
     if _is_torch_module(target):
@@ -298,10 +301,10 @@ def _compare(a):
     if len(base) != len(cand):
         raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
                        f"--compare pairs them in order")
+    comparisons = [compare_benchmarks(b, c) for b, c in zip(base, cand)]
     parts = [format_benchmark_table(base + cand, a.title or "Comparison", baseline=base[0])]
-    for b, c in zip(base, cand):
-        parts.append(compare_benchmarks(b, c)._repr_markdown_())
-    return base + cand, "\n\n".join(parts)
+    parts += [c._repr_markdown_() for c in comparisons]
+    return base + cand, "\n\n".join(parts), [c.to_dict() for c in comparisons]
 
 
 # ---------------------------------------------------------------------------
@@ -340,10 +343,10 @@ def _one_line(exc):
 
 
 def _main(a):
-    from ._native import format_benchmark_table
+    from .adapters import SweepResult
 
     if a.compare:
-        stats_list, table = _compare(a)
+        stats_list, table, payload = _compare(a)
         sweep_result = None
     else:
         if a.target:
@@ -352,15 +355,11 @@ def _main(a):
             stats_list, title, sweep_result = _run_onnx(a)
         else:
             stats_list, title, sweep_result = _run_demo(a)
-        if sweep_result is not None:
-            table = sweep_result.to_table(title)
-        else:
-            unit = "samples/s" if any(s.batch_size != 1 for s in stats_list) else "FPS"
-            table = format_benchmark_table(stats_list, title, unit)
-        if a.json:
-            payload = [s.to_dict(samples=True) for s in stats_list]
-            _write(a.json, json.dumps(payload[0] if len(payload) == 1 else payload,
-                                      indent=2, default=_json_default) + "\n")
+        table = (sweep_result if sweep_result is not None else SweepResult(stats_list)).to_table(title)
+        payload = [s.to_dict(samples=True) for s in stats_list]
+    if a.json:
+        _write(a.json, json.dumps(payload[0] if len(payload) == 1 else payload,
+                                  indent=2, default=_json_default) + "\n")
     print(table)
     if a.markdown:
         _write(a.markdown, table + "\n")

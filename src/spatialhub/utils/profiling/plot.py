@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from .adapters import throughput_unit
+
 __all__ = ["plot_latency", "plot_sweep"]
 
 _KINDS = ("hist", "ecdf", "box")
@@ -69,8 +71,7 @@ def _shared_edges(samples, bins, max_bins=120):
     return np.linspace(lo, hi, int(np.ceil((hi - lo) / width)) + 1)
 
 
-def _finish(fig, path):
-    plt = _pyplot()
+def _finish(plt, fig, path):
     plt.close(fig)  # detach from pyplot; the Figure itself stays usable
     if path is not None:
         fig.savefig(os.fspath(path), dpi=120, bbox_inches="tight")
@@ -155,7 +156,7 @@ def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto")
     ax.legend(fontsize="small", loc="best")
     ax.set_title(title or f"Latency distribution ({total} timed iterations)")
     fig.tight_layout()
-    return _finish(fig, path)
+    return _finish(plt, fig, path)
 
 
 def _sweep_axis(stats_list, param, values):
@@ -193,8 +194,7 @@ def plot_sweep(sweep_result, path=None, *, param=None, title=None):
     median = np.array([s.median_ms for s in rows])
     p95 = np.array([s.p95_ms for s in rows])
     thr = np.array([s.throughput for s in rows])
-    batched = param == "batch_size" or any(s.batch_size != 1 for s in rows)
-    unit = "samples/s" if batched else "FPS"
+    unit = throughput_unit(rows, param)
 
     plt = _pyplot()
     fig, (ax_lat, ax_thr) = plt.subplots(1, 2, figsize=(10, 4))
@@ -222,4 +222,4 @@ def plot_sweep(sweep_result, path=None, *, param=None, title=None):
     names = sorted({s.name for s in rows})
     fig.suptitle(title or f"{', '.join(names)}: latency and throughput vs {xlabel}")
     fig.tight_layout()
-    return _finish(fig, path)
+    return _finish(plt, fig, path)

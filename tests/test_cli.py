@@ -1,0 +1,189 @@
+"""The command line, run as a user runs it: in a subprocess."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROW = "| **ImagePreprocessor** | `CPU` |"
+
+
+def cli(*args, cwd=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "spatialhub.utils.profiling", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def assert_one_line_error(proc, code, *fragments):
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 or code == 2, proc.stderr  # argparse adds a usage line
+    for f in fragments:
+        assert f in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def demo_json(tmp_path_factory):
+    d = tmp_path_factory.mktemp("demo")
+    proc = cli("--iters", 20, "--warmup", 2, "--json", d / "a.json", "--markdown", d / "a.md")
+    assert proc.returncode == 0, proc.stderr
+    return d, proc
+
+
+def test_no_arguments_runs_the_demo_and_prints_the_table():
+    proc = cli()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("### Demo")
+    assert lines[2].startswith("| Model / Target | Device |")
+    assert sum(line.startswith(ROW) for line in lines) == 1
+
+
+def test_json_and_markdown_files_hold_the_run(demo_json):
+    d, proc = demo_json
+    data = json.loads((d / "a.json").read_text())
+    assert (data["name"], data["device"]) == ("ImagePreprocessor", "CPU")
+    assert (data["warmup_iters"], data["timed_iters"]) == (2, 20)
+    assert len(data["samples_ms"]) == 20
+    assert data["min_ms"] <= data["median_ms"] <= data["max_ms"]
+    assert (d / "a.md").read_text() == proc.stdout
+
+
+def test_compare_renders_both_results_and_a_verdict(demo_json, tmp_path):
+    d, _ = demo_json
+    proc = cli("--iters", 20, "--warmup", 2, "--name", "Again", "--json", tmp_path / "b.json")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("--compare", d / "a.json", tmp_path / "b.json", "--markdown", tmp_path / "cmp.md",
+               "--json", tmp_path / "cmp.json")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert ROW in out and "| **Again** |" in out
+    assert "| baseline |" in out  # the "vs Baseline" column
+    verdict = json.loads((tmp_path / "cmp.json").read_text())
+    assert (verdict["baseline"], verdict["candidate"]) == ("ImagePreprocessor", "Again")
+    assert verdict["verdict"] in ("faster", "slower", "same")
+    assert verdict["ci95_low"] <= verdict["ratio"] <= verdict["ci95_high"]
+    assert f"**{verdict['verdict']}**" in out
+    assert (tmp_path / "cmp.md").read_text() == out
+
+
+def test_compare_of_results_without_samples_is_a_runtime_error(tmp_path):
+    from spatialhub.utils.profiling import BenchmarkStats
+
+    s = BenchmarkStats("x", "CPU", 1, 1, 0, 1, 1, 1, 1000, 0, 1)
+    (tmp_path / "s.json").write_text(s.to_json())
+    proc = cli("--compare", tmp_path / "s.json", tmp_path / "s.json")
+    assert_one_line_error(proc, 1, "no raw samples")
+
+
+def test_callable_gets_one_random_array_per_args_shape(tmp_path):
+    (tmp_path / "userops.py").write_text(
+        "import numpy as np\n"
+        "def add(a, b):\n"
+        "    assert a.shape == (2, 3) and b.shape == (4,) and a.dtype == np.float32, (a.shape, b.shape)\n"
+        "    return a.sum() + b.sum()\n"
+    )
+    proc = cli("--callable", "userops:add", "--args-shape", "2,3", "--args-shape", "4",
+               "--iters", 7, "--warmup", 1, "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert (data["name"], data["timed_iters"], data["warmup_iters"]) == ("add", 7, 1)
+    assert "| **add** |" in proc.stdout
+
+
+def test_callable_failure_is_one_line_and_status_1(tmp_path):
+    (tmp_path / "bad.py").write_text("def boom():\n    raise ZeroDivisionError('nope')\n")
+    proc = cli("--callable", "bad.py:boom", "--iters", 2, cwd=tmp_path)
+    assert_one_line_error(proc, 1, "ZeroDivisionError: nope")
+
+
+def test_torch_module_goes_through_profile_model(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "nets.py").write_text(
+        "import torch\n"
+        "net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 2))\n"
+    )
+    proc = cli("--callable", "nets:net", "--args-shape", "1,3,4", "--batch-sizes", "1,8",
+               "--iters", 5, "--warmup", 1, "--json", tmp_path / "t.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert [(r["batch_size"], r["params"]) for r in data] == [(1, {"batch_size": 1}), (8, {"batch_size": 8})]
+    assert "samples/s" in proc.stdout and "batch_size" in proc.stdout
+
+
+def test_onnx_model_on_the_cpu_provider(tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _tiny_onnx import linear_model_bytes
+
+    model = tmp_path / "lin.onnx"
+    model.write_bytes(linear_model_bytes())
+    proc = cli("--onnx", model, "--providers", "CPU", "--input-dim", "batch=4", "--iters", 5,
+               "--json", tmp_path / "o.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "| **lin** | `CPUExecutionProvider` |" in proc.stdout
+    data = json.loads((tmp_path / "o.json").read_text())
+    assert data["env"]["onnx_inputs"] == {"x": [4, 4]}
+
+    proc = cli("--onnx", model, "--providers", "NoSuchThing", "--iters", 1)
+    assert_one_line_error(proc, 1, "'NoSuchThing' is not available", "CPUExecutionProvider")
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    proc = cli("--iters", 10, "--warmup", 0, "--plot", tmp_path / "lat.png", "--plot-kind", "ecdf")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "lat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--iters", "0"], "--iters: must be >= 1, got 0"),
+    (["--warmup", "-1"], "--warmup"),
+    (["--iters", "many"], "expected an integer"),
+    (["--callable", "nocolon"], "MODULE:ATTR"),
+    (["--providers", "CPU"], "--providers needs --onnx"),
+    (["--args-shape", "1,3"], "--args-shape needs --callable"),
+    (["--onnx", "m.onnx", "--callable", "a:b"], "not allowed with"),
+    (["--compare", "a.json"], "expected 2 arguments"),
+    (["--compare", "a.json", "b.json", "--iters", "5"], "--iters does not apply to --compare"),
+    (["--no-such-option"], "unrecognized arguments"),
+])
+def test_usage_errors_exit_2_with_a_message(args, fragment):
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert fragment in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("make_args, fragment", [
+    (lambda d: ["--compare", d / "missing.json", d / "missing.json"], "cannot read"),
+    (lambda d: ["--compare", d / "junk.json", d / "junk.json"], "is not JSON"),
+    (lambda d: ["--callable", "no_such_module_xyz:f"], "cannot import module 'no_such_module_xyz'"),
+    (lambda d: ["--callable", "os:no_such_attr"], "has no attribute 'no_such_attr'"),
+    (lambda d: ["--callable", "os:sep"], "not callable"),
+    (lambda d: ["--onnx", d / "missing.onnx"], "no such file"),
+    (lambda d: ["--json", d / "no" / "dir" / "x.json", "--iters", "2"], "cannot write"),
+])
+def test_runtime_failures_exit_1_with_one_line(tmp_path, make_args, fragment):
+    (tmp_path / "junk.json").write_text("{not json")
+    proc = cli(*make_args(tmp_path))
+    assert_one_line_error(proc, 1, fragment)
+
+
+def test_help_teaches_with_examples():
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for text in ("examples:", "--compare", "--onnx", "--callable", "--args-shape", "exit status"):
+        assert text in proc.stdout
+
+
+def test_console_script_is_installed():
+    script = shutil.which("spatialhub-bench", path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.skip("package not installed with its console script (pip install -e .)")
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: spatialhub-bench")
