@@ -595,6 +595,20 @@ progress_tick(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t now, in
     progress_draw(pl, i, total, el, 0);
 }
 
+/* Between iterations (never inside t0..t1): memory telemetry, release the
+ * result (after the RSS sample, so memory it holds counts), Ctrl-C.
+ * Steals r.  0 / -1. */
+static int
+after_call(call_plan *p, PyObject *r, shp_hwm_window *ram, int vram, sample_run *run)
+{
+    if (ram != NULL)
+        shp_window_sample(ram);
+    Py_DECREF(r);
+    if (vram)
+        vram_sample(p, run);
+    return PyErr_CheckSignals();
+}
+
 typedef enum { PHASE_WARMUP, PHASE_TIMED } phase;
 static const char *const phase_names[] = {"warm-up", "timed"};
 static const char *const func_note = "benchmark %R: raised by func in %s iteration %zd of %zd";
@@ -657,12 +671,7 @@ timed_loop(call_plan *p, sample_run *run, Py_ssize_t min_iters, double target,
         /* ---- outside the timed region ---- */
         run->samples[i] = (double)(t1 - t0);
         run->n = i + 1;
-        if (ram != NULL)
-            shp_window_sample(ram);
-        Py_DECREF(r);
-        if (vram)
-            vram_sample(p, run);
-        if (PyErr_CheckSignals() < 0)
+        if (after_call(p, r, ram, vram, run) < 0)
             return -1;
         progress_tick(pl, i + 1, total, t1, run->start_ns);
     }
@@ -684,12 +693,7 @@ warmup_loop(call_plan *p, Py_ssize_t n, shp_hwm_window *ram, int vram, sample_ru
             note_current(sync_note, name, "after warm-up", i, n);
             return -1;
         }
-        if (ram != NULL)
-            shp_window_sample(ram);
-        Py_DECREF(r);
-        if (vram)
-            vram_sample(p, run);
-        if (PyErr_CheckSignals() < 0)
+        if (after_call(p, r, ram, vram, run) < 0)
             return -1;
     }
     return 0;
