@@ -822,7 +822,8 @@ make_stats(shp_state *st, bench_opts *o, call_plan *p, sample_run *run, int64_t 
             buf = shrunk;
     }
     run->samples = NULL;
-    shp_stats_adopt_samples(s, buf, n);
+    if (shp_stats_adopt_samples(s, buf, n) < 0)
+        goto error;
 
     s->name = o->name ? Py_NewRef(o->name) : PyUnicode_FromString("BenchmarkTarget");
     s->device = o->device ? Py_NewRef(o->device) : PyUnicode_FromString("CPU");
@@ -1026,7 +1027,10 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     shp_summarize(buf, n, scratch, &sm);
     PyMem_Free(scratch);
     shp_stats_apply_summary(s, &sm);
-    shp_stats_adopt_samples(s, buf, n);
+    if (shp_stats_adopt_samples(s, buf, n) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
     s->timed_iters = n;
     s->name = PyUnicode_FromString("samples");
     s->device = PyUnicode_FromString("CPU");

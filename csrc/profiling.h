@@ -320,9 +320,11 @@ typedef struct {
     double torch_max_allocated_mb;
     PyObject *params;
     PyObject *env;
-    /* raw samples (ms), owned; exposed as a read-only NumPy view */
+    /* raw samples (ms), owned by samples_owner (a capsule that frees them);
+     * exposed as read-only NumPy views whose base is that capsule */
     double *samples;
     Py_ssize_t nsamples;
+    PyObject *samples_owner;
     PyObject *weakreflist;
 } shp_Stats;
 
@@ -336,8 +338,9 @@ extern PyType_Spec shp_gpumem_spec;
 
 /* New BenchmarkStats with every field at its default; NULL on error. */
 shp_Stats *shp_stats_alloc(shp_state *st);
-/* Take ownership of a PyMem_Malloc'd sample buffer (ms). */
-void shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
+/* Take ownership of a PyMem_Malloc'd sample buffer (ms), or NULL for none.
+ * 0, or -1 with MemoryError (the buffer is freed then). */
+int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 /* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* Fill the latency fields of `s` from a summary. */

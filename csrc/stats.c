@@ -85,12 +85,32 @@ shp_stats_alloc(shp_state *st)
     return (shp_Stats *)Stats_new(st->stats_type, NULL, NULL);
 }
 
-void
+#define SHP_SAMPLES_CAPSULE "spatialhub.samples"
+
+static void
+samples_capsule_free(PyObject *cap)
+{
+    PyMem_Free(PyCapsule_GetPointer(cap, SHP_SAMPLES_CAPSULE));
+}
+
+int
 shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n)
 {
-    PyMem_Free(s->samples);
+    /* The buffer is owned by a capsule, not by the stats object: views of
+     * the old samples keep the old capsule (and buffer) alive when the
+     * samples are replaced (__init__ / __setstate__ called again). */
+    PyObject *owner = NULL;
+    if (samples != NULL) {
+        owner = PyCapsule_New(samples, SHP_SAMPLES_CAPSULE, samples_capsule_free);
+        if (owner == NULL) {
+            PyMem_Free(samples);
+            return -1;
+        }
+    }
+    Py_XSETREF(s->samples_owner, owner);
     s->samples = samples;
-    s->nsamples = n;
+    s->nsamples = samples ? n : 0;
+    return 0;
 }
 
 void
@@ -137,10 +157,8 @@ shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n)
 static int
 set_samples(shp_Stats *self, PyObject *obj)
 {
-    if (obj == Py_None) {
-        shp_stats_adopt_samples(self, NULL, 0);
-        return 0;
-    }
+    if (obj == Py_None)
+        return shp_stats_adopt_samples(self, NULL, 0);
     if (PyUnicode_Check(obj) || PyBytes_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "samples_ms must be a sequence of numbers, not %.100s",
                      Py_TYPE(obj)->tp_name);
@@ -150,8 +168,7 @@ set_samples(shp_Stats *self, PyObject *obj)
     Py_ssize_t n;
     if (shp_samples_from_object(obj, &buf, &n) < 0)
         return -1;
-    shp_stats_adopt_samples(self, buf, n);
-    return 0;
+    return shp_stats_adopt_samples(self, buf, n);
 }
 
 static int
@@ -172,7 +189,8 @@ Stats_init(PyObject *op, PyObject *args, PyObject *kwargs)
         }
     }
     shp_fields_set_defaults(op, stats_fields);   /* __init__ may run twice */
-    shp_stats_adopt_samples(self, NULL, 0);
+    if (shp_stats_adopt_samples(self, NULL, 0) < 0)
+        goto done;
     if (shp_fields_init(op, stats_fields, args, kw) < 0)
         goto done;
     if (samples != NULL && set_samples(self, samples) < 0)
@@ -207,7 +225,7 @@ Stats_dealloc(PyObject *op)
     if (self->weakreflist != NULL)
         PyObject_ClearWeakRefs(op);
     Stats_clear(op);
-    PyMem_Free(self->samples);
+    Py_CLEAR(self->samples_owner);
     self->samples = NULL;
     tp->tp_free(op);
     Py_DECREF(tp);
@@ -253,8 +271,9 @@ Stats_get_samples(PyObject *op, void *closure)
     if (arr == NULL)
         return NULL;
     PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE);
-    /* The view owns a reference to us: the buffer outlives every view. */
-    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(op)) < 0) {
+    /* The view owns a reference to the buffer's owner: the buffer outlives
+     * every view, whatever later happens to this object. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(self->samples_owner)) < 0) {
         Py_DECREF(arr);
         return NULL;
     }
