@@ -94,3 +94,13 @@ def test_html_format(make_stats):
     assert html.count("<tr>") == 2 and html.endswith("</table>")
     with pytest.raises(ValueError, match="format"):
         format_benchmark_table(make_stats(), format="latex")
+
+
+def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
+    base = make_stats(name="a", median_ms=2.0, ci95_low_ms=1.9, ci95_high_ms=2.1)
+    fast = make_stats(name="b", median_ms=1.0, ci95_low_ms=0.95, ci95_high_ms=1.05)
+    near = make_stats(name="c", median_ms=2.05, ci95_low_ms=1.95, ci95_high_ms=2.15)
+    t = format_benchmark_table([base, fast, near], baseline=base).split("\n")
+    assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x same |")
+    bare = make_stats(name="d", median_ms=4.0)
+    assert format_benchmark_table([bare], baseline=base).endswith("| 2.00x |")
