@@ -64,6 +64,62 @@ heap_sort(double *a, Py_ssize_t lo, Py_ssize_t hi)
     }
 }
 
+/* Branchless Lomuto partition of a[lo..hi] around the value p: afterwards
+ * a[lo..s) < p (or <= p when `le`) and a[s..hi] is the rest; returns s.
+ * Each step swaps unconditionally and advances s by the comparison, so the
+ * loop has no data-dependent branch to mispredict on random data. */
+static Py_ssize_t
+partition_value(double *a, Py_ssize_t lo, Py_ssize_t hi, double p, int le)
+{
+    Py_ssize_t s = lo;
+    if (le) {
+        for (Py_ssize_t i = lo; i <= hi; i++) {
+            double v = a[i];
+            a[i] = a[s];
+            a[s] = v;
+            s += v <= p;
+        }
+    }
+    else {
+        for (Py_ssize_t i = lo; i <= hi; i++) {
+            double v = a[i];
+            a[i] = a[s];
+            a[s] = v;
+            s += v < p;
+        }
+    }
+    return s;
+}
+
+static inline double
+median3(double x, double y, double z)
+{
+    if (x > y) { double t = x; x = y; y = t; }
+    if (y > z) y = z;
+    return x > y ? x : y;
+}
+
+/* Split a[lo..hi] (hi - lo >= 16) into a[lo..*l) < p, a[*l..*g) == p and
+ * a[*g..hi] > p for a pseudo-median pivot p; a[*l..*g) is only separated
+ * (second pass) when nothing fell below p, which is what makes ties O(n).
+ * Otherwise *g == *l and a[*l..hi] >= p. */
+static void
+split(double *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *l, Py_ssize_t *g)
+{
+    Py_ssize_t n = hi - lo + 1, q = n / 4;
+    double p = median3(a[lo + q], a[lo + n / 2], a[hi - q]);
+    if (n > 1024) {   /* ninther for large ranges: fewer passes */
+        Py_ssize_t e = n / 8;
+        p = median3(median3(a[lo], a[lo + e], a[lo + 2 * e]),
+                    median3(a[lo + 3 * e], a[lo + 4 * e], a[lo + 5 * e]),
+                    median3(a[lo + 6 * e], a[lo + 7 * e], a[hi]));
+    }
+    Py_ssize_t s = partition_value(a, lo, hi, p, 0);
+    *l = *g = s;
+    if (s == lo)   /* p is the minimum of the range: peel off its copies */
+        *g = partition_value(a, lo, hi, p, 1);
+}
+
 /* Rearrange a[lo..hi] (inclusive) so that a[k] is its order statistic, with
  * nothing greater before it and nothing smaller after it. */
 static void
@@ -73,6 +129,19 @@ select_k(double *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t k)
     for (Py_ssize_t m = hi - lo + 1; m > 1; m >>= 1)
         budget += 2;
     while (hi > lo) {
+        if (k == lo || k == hi) {
+            Py_ssize_t best = lo;
+            if (k == lo) {
+                for (Py_ssize_t i = lo + 1; i <= hi; i++)
+                    if (a[i] < a[best]) best = i;
+            }
+            else {
+                for (Py_ssize_t i = lo + 1; i <= hi; i++)
+                    if (a[i] > a[best]) best = i;
+            }
+            swap_d(&a[k], &a[best]);
+            return;
+        }
         if (hi - lo < 16) {
             insertion_sort(a, lo, hi);
             return;
@@ -81,44 +150,54 @@ select_k(double *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t k)
             heap_sort(a, lo, hi);
             return;
         }
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < a[lo]) swap_d(&a[mid], &a[lo]);
-        if (a[hi] < a[lo]) swap_d(&a[hi], &a[lo]);
-        if (a[hi] < a[mid]) swap_d(&a[hi], &a[mid]);
-        double pivot = a[mid];
-        /* Hoare partition: ties split evenly, so constant data is O(n). */
-        Py_ssize_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                swap_d(&a[i], &a[j]);
-                i++;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
+        Py_ssize_t l, g;
+        split(a, lo, hi, &l, &g);
+        if (k < l)
+            hi = l - 1;
+        else if (k >= g)
+            lo = g;
         else
-            return;   /* a[j+1..i-1] all equal the pivot */
+            return;   /* a[l..g) all equal the pivot */
     }
 }
 
-/* Place every rank of r[0..m) (sorted, unique, within [lo, hi]). */
+/* Place every rank of r[0..m) (sorted, unique, within [lo, hi]): one split
+ * serves every rank on each side (quicksort pruned to the sides that hold
+ * a wanted rank), down to one rank per range. */
+static void
+select_many_rec(double *a, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t *r, int m, int budget)
+{
+    while (m > 1 && hi > lo) {
+        if (hi - lo < 16) {
+            insertion_sort(a, lo, hi);
+            return;
+        }
+        if (budget-- == 0) {
+            heap_sort(a, lo, hi);
+            return;
+        }
+        Py_ssize_t l, g;
+        split(a, lo, hi, &l, &g);
+        int nl = 0, nm = 0;
+        while (nl < m && r[nl] < l) nl++;
+        while (nl + nm < m && r[nl + nm] < g) nm++;   /* equal to the pivot: placed */
+        if (nl > 0)
+            select_many_rec(a, lo, l - 1, r, nl, budget);
+        r += nl + nm;
+        m -= nl + nm;
+        lo = g;
+    }
+    if (m == 1)
+        select_k(a, lo, hi, r[0]);
+}
+
 static void
 select_many(double *a, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t *r, int m)
 {
-    while (m > 0 && lo < hi) {
-        int mid = m / 2;
-        Py_ssize_t k = r[mid];
-        select_k(a, lo, hi, k);
-        select_many(a, lo, k - 1, r, mid);
-        lo = k + 1;
-        r += mid + 1;
-        m -= mid + 1;
-    }
+    int budget = 2;
+    for (Py_ssize_t s = hi - lo + 1; s > 1; s >>= 1)
+        budget += 2;
+    select_many_rec(a, lo, hi, r, m, budget);
 }
 
 /* NumPy's _lerp: the branch on t keeps the result exact at both ends. */
