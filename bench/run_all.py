@@ -1,0 +1,85 @@
+"""Run every performance figure and print it next to its target.
+
+    python bench/run_all.py            # full sizes: about 2 minutes on 2 cores
+    python bench/run_all.py --quick    # tiny sizes, under a minute: CI smoke test
+    python bench/run_all.py --only bias,summary
+
+Each figure is a ratio or a count measured side by side in one process or
+one run, the median of several interleaved rounds (see bench/_common.py).
+Exit status: 0 when every benchmark ran, whatever PASS/MISS says (they are
+measurements, not tests); 1 when one crashed (its traceback is printed and
+the others still run).
+"""
+import argparse
+import importlib
+import sys
+import time
+import traceback
+
+import _common  # noqa: F401  (sets the BLAS thread variables before numpy loads)
+from _common import Figure, machine_line, print_figures
+
+BENCHES = [
+    ("bias", "bench_bias"),
+    ("memory", "bench_memory"),
+    ("telemetry", "bench_telemetry"),
+    ("summary", "bench_summary"),
+    ("callgrind", "bench_callgrind"),
+    ("adaptive", "bench_adaptive"),
+    ("gpu", "bench_gpu"),
+]
+
+
+def _order(fig):
+    """Figure number first (bench_callgrind also reports a summary figure)."""
+    head = fig.bench.split()[0]
+    return int(head) if head.isdigit() else 99
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes (< 60 s), for CI smoke runs")
+    p.add_argument("--only", default="", help="comma-separated subset: "
+                   + ",".join(k for k, _ in BENCHES))
+    p.add_argument("--markdown", metavar="FILE", help="also write the figure table to FILE")
+    a = p.parse_args(argv)
+    only = {x.strip() for x in a.only.split(",") if x.strip()}
+    unknown = only - {k for k, _ in BENCHES}
+    if unknown:
+        p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+
+    _common.ensure_importable()
+    header = machine_line()
+    cmd = "python bench/run_all.py" + (" --quick" if a.quick else "") + \
+        (f" --only {a.only}" if a.only else "")
+    print(f"# spatialhub.utils.profiling performance figures\n\n{header}\n`{cmd}`")
+    figs, crashed, t_all = [], [], time.perf_counter()
+    for key, mod in BENCHES:
+        if only and key not in only:
+            continue
+        t = time.perf_counter()
+        try:
+            figs += importlib.import_module(mod).run(quick=a.quick)
+        except Exception:
+            crashed.append(key)
+            traceback.print_exc()
+            figs.append(Figure(key, "benchmark crashed", "-", "-", False))
+        print(f"\n({key}: {time.perf_counter() - t:.1f} s)", flush=True)
+    total = time.perf_counter() - t_all
+    figs.sort(key=_order)
+    print_figures(figs, title=f"All figures ({total:.0f} s{', quick sizes' if a.quick else ''})")
+    n_pass = sum(f.ok is True for f in figs)
+    n_miss = sum(f.ok is False for f in figs)
+    print(f"\n{n_pass} PASS, {n_miss} MISS, {sum(f.ok is None for f in figs)} recorded"
+          + (f"; crashed: {', '.join(crashed)}" if crashed else ""))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(f"{header}\n\n`{cmd}` ({total:.0f} s)\n\n")
+            f.write("| bench | figure | measured | target | |\n| :--- | :--- | ---: | :--- | :--- |\n")
+            for fig in figs:
+                f.write(f"| {fig.bench} | {fig.what} | {fig.value} | {fig.target} | {fig.verdict} |\n")
+    return 1 if crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
