@@ -20,7 +20,12 @@ __all__ = ["fake_cuda_lib", "run_with_fake_cuda", "FAKE_CUDA_PRELUDE"]
 
 _HERE = Path(__file__).resolve().parent
 _FAKE_SRC = _HERE / "fake_cuda" / "fake_cuda.c"
-_SRC_DIR = _HERE.parent / "src"
+# The children import the same spatialhub the tests import: the installed
+# package in CI, a build in src/ during development, the sanitized tree under
+# .ci/sanitize.sh.
+import spatialhub as _pkg  # noqa: E402
+
+_PKG_ROOT = Path(_pkg.__file__).resolve().parent.parent
 
 # Put in front of every snippet: ctypes access to the same copy of the fake
 # the module loads (dlopen of one path yields one library), without loading
@@ -97,7 +102,7 @@ def run_with_fake_cuda(lib, code, *, env=None, timeout=120):
     full_env["SPATIALHUB_LIBCUDA"] = lib
     # The source tree, in case the extension was built in place.
     full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_SRC_DIR), full_env.get("PYTHONPATH", "")) if p
+        p for p in (str(_PKG_ROOT), full_env.get("PYTHONPATH", "")) if p
     )
     if env:
         full_env.update(env)
