@@ -11,7 +11,7 @@ PYTHONMALLOC=malloc valgrind --tool=memcheck --leak-check=full --show-leak-kinds
 errors=$(grep -E "ERROR SUMMARY" "$log" | tail -1)
 echo "valgrind: $errors"
 # Frames of our code: function names are shp_* / Type_slot, files csrc/*.c, or the .so name.
-export OURS='shp_|_native|(bench|clock|compare|cuda|env|fields|memory|module|stats|summary|table)[.]c:[0-9]+'
+export OURS='shp_|_native|[(](bench|clock|compare|cuda|env|fields|memory|module|stats|summary|table)[.]c:[0-9]+'
 # Any error record (invalid access, uninitialised value, definite leak) that names our code
 ours=$(awk 'BEGIN{ours=ENVIRON["OURS"]}
     /^==[0-9]+== [A-Z0-9].*(Invalid|uninitialised|definitely lost)/{rec=1; buf=""}
