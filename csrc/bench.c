@@ -367,7 +367,9 @@ mps_sync_fn(void)
     PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
     if (torch == NULL || torch == Py_None)
         return NULL;
+    Py_INCREF(torch);   /* a module __getattr__ may drop sys.modules' reference */
     PyObject *mps = PyObject_GetAttrString(torch, "mps");
+    Py_DECREF(torch);
     PyObject *fn = mps ? PyObject_GetAttrString(mps, "synchronize") : NULL;
     Py_XDECREF(mps);
     if (fn == NULL)
@@ -435,9 +437,9 @@ python_sync(call_plan *p)
     /* A non-zero int is an error code (a raw ctypes cuCtxSynchronize
      * returns one): ignoring it is how a dead sync goes unnoticed. */
     if (PyLong_CheckExact(r)) {
-        long code = PyLong_AsLong(r);
-        if (code != 0) {
-            if (!PyErr_Occurred())
+        int nonzero = PyObject_IsTrue(r);   /* any size: a c_uint64 restype gives 2**64-1 */
+        if (nonzero != 0) {
+            if (nonzero > 0)
                 PyErr_Format(PyExc_RuntimeError,
                              "sync_fn returned %R: a non-zero integer from a sync hook is taken "
                              "as an error code (cuCtxSynchronize returns 0 on success)", r);
@@ -544,9 +546,12 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
         PyOS_snprintf(line, sizeof(line), "\r%.60s %zd iterations  %.1fs elapsed%s",
                       nm, i, el, final ? "\n" : "");
     }
-    PyObject *err = PySys_GetObject("stderr");   /* borrowed */
+    /* Own the stream: its write() may replace sys.stderr and free it. */
+    PyObject *err = PySys_GetObject("stderr");
+    Py_XINCREF(err);
     if (err == NULL || err == Py_None || PyFile_WriteString(line, err) < 0) {
         PyErr_Clear();   /* a broken stderr must not fail the benchmark */
+        Py_XDECREF(err);
         pl->mode = 0;
         return;
     }
@@ -554,6 +559,7 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
     if (r == NULL)
         PyErr_Clear();
     Py_XDECREF(r);
+    Py_DECREF(err);
     pl->drawn = 1;
 }
 
@@ -567,7 +573,9 @@ progress_interactive(void)
     PyObject *err = PySys_GetObject("stderr");
     if (err == NULL || err == Py_None)
         return 0;
+    Py_INCREF(err);
     PyObject *r = PyObject_CallMethod(err, "isatty", NULL);
+    Py_DECREF(err);
     int tty = r ? PyObject_IsTrue(r) : 0;
     Py_XDECREF(r);
     if (tty < 0 || r == NULL)
@@ -629,7 +637,8 @@ timed_loop(call_plan *p, sample_run *run, Py_ssize_t min_iters, double target,
     Py_ssize_t next_check = min_iters;
     int adaptive = target > 0;
     run->start_ns = shp_now_ns();
-    int64_t deadline = max_time_ns > 0 ? run->start_ns + max_time_ns : INT64_MAX;
+    int64_t deadline = max_time_ns > 0 && max_time_ns < INT64_MAX - run->start_ns
+                           ? run->start_ns + max_time_ns : INT64_MAX;
     Py_ssize_t total = adaptive ? 0 : min_iters;
     for (Py_ssize_t i = 0;; i++) {
         if (i >= min_iters) {
@@ -914,7 +923,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     /* 1. baseline */
     shp_peak_method method = SHP_PEAK_OFF;
     if (o.track_ram) {
-        shp_window_open(st, &win);
+        shp_window_open(&win);
         window_open = 1;
     }
     if (o.track_vram && p.have_cuda) {
@@ -937,8 +946,10 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     pl.mode = o.progress;
     pl.name = name;
-    int loop_rc = timed_loop(&p, &run, o.num_iters, o.target_rel_ci,
-                             (int64_t)(max_time_s * 1e9), window_open ? &win : NULL, vram, &pl, name);
+    /* seconds -> ns without overflow: ~292 years and beyond mean "no limit" */
+    int64_t max_time_ns = max_time_s * 1e9 >= 9e18 ? INT64_MAX : (int64_t)(max_time_s * 1e9);
+    int loop_rc = timed_loop(&p, &run, o.num_iters, o.target_rel_ci, max_time_ns,
+                             window_open ? &win : NULL, vram, &pl, name);
     if (gc_was > 0) {
         gc_enable();
         gc_was = -1;
@@ -952,7 +963,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     int64_t ram_bytes = 0;
     if (window_open) {
         method = win.method;
-        ram_bytes = shp_window_close(st, &win);
+        ram_bytes = shp_window_close(&win);
         window_open = 0;
     }
     if (interrupted) {
@@ -982,7 +993,7 @@ done:
     if (gc_was > 0)
         gc_enable();
     if (window_open)
-        shp_window_close(st, &win);
+        shp_window_close(&win);
     free_run(&run);
     plan_clear(&p);
     Py_XDECREF(name);

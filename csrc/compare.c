@@ -207,9 +207,19 @@ Cmp_reduce(PyObject *op, PyObject *unused)
 {
     (void)unused;
     shp_Comparison *c = (shp_Comparison *)op;
-    return Py_BuildValue("O(OOdddddOn)", (PyObject *)Py_TYPE(op), c->baseline, c->candidate,
-                         c->baseline_median_ms, c->candidate_median_ms, c->ratio,
-                         c->ci95_low, c->ci95_high, c->verdict, c->resamples);
+    /* shp_field_get: a Comparison made by __new__ alone has no strings yet */
+    PyObject *b = shp_field_get(op, &comparison_fields[0]);
+    PyObject *k = shp_field_get(op, &comparison_fields[1]);
+    PyObject *v = shp_field_get(op, &comparison_fields[7]);
+    PyObject *res = NULL;
+    if (b != NULL && k != NULL && v != NULL)
+        res = Py_BuildValue("O(OOdddddOn)", (PyObject *)Py_TYPE(op), b, k,
+                            c->baseline_median_ms, c->candidate_median_ms, c->ratio,
+                            c->ci95_low, c->ci95_high, v, c->resamples);
+    Py_XDECREF(b);
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return res;
 }
 
 static PyObject *
@@ -221,11 +231,20 @@ Cmp_markdown(PyObject *op, PyObject *unused)
     PyOS_snprintf(b, sizeof(b), "%.4f", c->baseline_median_ms);
     PyOS_snprintf(k, sizeof(k), "%.4f", c->candidate_median_ms);
     PyOS_snprintf(buf, sizeof(buf), "%.3fx | [%.3f, %.3f]", c->ratio, c->ci95_low, c->ci95_high);
-    return PyUnicode_FromFormat(
-        "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
-        "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
-        "| **%U** | **%U** | %s | %s | %s | **%U** |",
-        c->baseline, c->candidate, b, k, buf, c->verdict);
+    PyObject *bn = shp_field_get(op, &comparison_fields[0]);
+    PyObject *kn = shp_field_get(op, &comparison_fields[1]);
+    PyObject *vd = shp_field_get(op, &comparison_fields[7]);
+    PyObject *res = NULL;
+    if (bn != NULL && kn != NULL && vd != NULL)
+        res = PyUnicode_FromFormat(
+            "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
+            "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
+            "| **%U** | **%U** | %s | %s | %s | **%U** |",
+            bn, kn, b, k, buf, vd);
+    Py_XDECREF(bn);
+    Py_XDECREF(kn);
+    Py_XDECREF(vd);
+    return res;
 }
 
 static PyMethodDef comparison_methods[] = {

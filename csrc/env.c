@@ -58,21 +58,30 @@ cpu_model(char *buf, size_t n)
 #endif
 }
 
-/* d[key] = module.attr(*no args) or module.attr when `call` is 0. */
+/* d[key] = module.attr() (or module.attr when `call` is 0); "unknown" when
+ * that fails for any reason but memory (platform.platform() spawns `uname`,
+ * which an isolated sub-interpreter refuses): metadata must never cost the
+ * user their measurement. */
 static int
 set_from_module(PyObject *d, const char *key, const char *module, const char *attr, int call)
 {
     PyObject *m = PyImport_ImportModule(module), *v = NULL;
-    if (m == NULL)
-        return -1;
-    v = PyObject_GetAttrString(m, attr);
-    Py_DECREF(m);
+    if (m != NULL) {
+        v = PyObject_GetAttrString(m, attr);
+        Py_DECREF(m);
+    }
     if (v != NULL && call) {
         PyObject *r = PyObject_CallNoArgs(v);
         Py_SETREF(v, r);
     }
-    if (v == NULL)
-        return -1;
+    if (v == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear();
+        v = PyUnicode_FromString("unknown");
+        if (v == NULL)
+            return -1;
+    }
     int rc = PyDict_SetItemString(d, key, v);
     Py_DECREF(v);
     return rc;
@@ -116,6 +125,8 @@ build_static(void)
     return d;
 }
 
+static int add_torch_from(PyObject *d, PyObject *torch);
+
 /* torch / torch_cuda from an already imported torch; nothing otherwise. */
 static int
 add_torch(PyObject *d)
@@ -126,6 +137,15 @@ add_torch(PyObject *d)
     PyObject *torch = PyDict_GetItemString(mods, "torch");   /* borrowed */
     if (torch == NULL || torch == Py_None)
         return 0;
+    Py_INCREF(torch);   /* attribute lookups run module code that may drop it */
+    int rc = add_torch_from(d, torch);
+    Py_DECREF(torch);
+    return rc;
+}
+
+static int
+add_torch_from(PyObject *d, PyObject *torch)
+{
     PyObject *v = PyObject_GetAttrString(torch, "__version__");
     if (v == NULL) {
         PyErr_Clear();   /* a half-imported torch is not our error */

@@ -416,7 +416,13 @@ shp_fields_equal(PyObject *a, PyObject *b, const shp_field *fields)
                     return 0;
                 break;
             }
+            /* own both: a user's __eq__ (inside params, say) may reassign the
+             * field and free the object being compared */
+            Py_INCREF(x);
+            Py_INCREF(y);
             int eq = PyObject_RichCompareBool(x, y, Py_EQ);
+            Py_DECREF(x);
+            Py_DECREF(y);
             if (eq <= 0)
                 return eq;
         }

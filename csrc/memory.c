@@ -12,6 +12,13 @@
 
 int shp_force_sampled_rss = 0;
 
+/* The open windows.  Process-wide, not per module state, because what they
+ * share is: the kernel keeps one high-water mark per process, and a second
+ * instance of this module (a re-import, a sub-interpreter) resetting it must
+ * credit this instance's windows too.  Every access holds the GIL (the module
+ * does not declare a per-interpreter GIL). */
+static shp_hwm_window *open_windows = NULL;
+
 #if defined(SHP_LINUX)
 #include <fcntl.h>
 #include <stdio.h>
@@ -159,15 +166,15 @@ fold(shp_hwm_window *w, int64_t rss)
 }
 
 void
-shp_window_open(shp_state *st, shp_hwm_window *w)
+shp_window_open(shp_hwm_window *w)
 {
     w->statm_fd = -1;
     w->next = NULL;
     /* Before the reset wipes it, credit the current HWM to every window that
      * is already open (re-entrant or concurrent benchmarks). */
-    if (st->windows != NULL) {
+    if (open_windows != NULL) {
         int64_t hwm = read_hwm();
-        for (shp_hwm_window *o = st->windows; o != NULL; o = o->next)
+        for (shp_hwm_window *o = open_windows; o != NULL; o = o->next)
             if (o->method == SHP_PEAK_HWM)
                 fold(o, hwm);
     }
@@ -182,8 +189,8 @@ shp_window_open(shp_state *st, shp_hwm_window *w)
         w->baseline = 0;
     }
     w->peak = w->baseline;
-    w->next = st->windows;
-    st->windows = w;
+    w->next = open_windows;
+    open_windows = w;
 }
 
 void
@@ -194,9 +201,9 @@ shp_window_sample(shp_hwm_window *w)
 }
 
 int64_t
-shp_window_close(shp_state *st, shp_hwm_window *w)
+shp_window_close(shp_hwm_window *w)
 {
-    for (shp_hwm_window **pp = &st->windows; *pp != NULL; pp = &(*pp)->next) {
+    for (shp_hwm_window **pp = &open_windows; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == w) {
             *pp = w->next;
             break;

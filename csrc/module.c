@@ -174,7 +174,6 @@ shp_exec(PyObject *m)
     if (PyArray_ImportNumPyAPI() < 0)
         return -1;
     st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
-    st->windows = NULL;
     shp_stats_prepare_spec();
     shp_gpumem_prepare_spec();
     shp_comparison_prepare_spec();

@@ -106,7 +106,6 @@ typedef struct {
     PyObject *noop;                 /* native no-op used to measure overhead */
     PyObject *env_static;           /* cached part of the environment dict */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
-    struct shp_hwm_window *windows; /* open peak-RSS windows (memory.c) */
     shp_cuda cuda;
 } shp_state;
 
@@ -145,12 +144,13 @@ typedef struct shp_hwm_window {
     int statm_fd;         /* Linux: open /proc/self/statm for cheap sampling */
 } shp_hwm_window;
 
-/* Open a window (never fails: falls back to sampling, or OFF if no RSS). */
-void shp_window_open(shp_state *st, shp_hwm_window *w);
+/* Open a window (never fails: falls back to sampling, or OFF if no RSS).
+ * The list of open windows is process-wide (the mark is); hold the GIL. */
+void shp_window_open(shp_hwm_window *w);
 /* Fold one RSS sample into a SAMPLED window; cheap, no Python calls. */
 void shp_window_sample(shp_hwm_window *w);
 /* Close a window and return peak - baseline in bytes (>= 0). Always call. */
-int64_t shp_window_close(shp_state *st, shp_hwm_window *w);
+int64_t shp_window_close(shp_hwm_window *w);
 /* "hwm" / "sampled" / "off" */
 const char *shp_peak_method_name(shp_peak_method m);
 /* Test hook: when set, the HWM reset is reported as unavailable. */

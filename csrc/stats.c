@@ -253,7 +253,7 @@ Stats_richcompare(PyObject *a, PyObject *b, int op)
     if (eq && x->nsamples != y->nsamples)
         eq = 0;
     for (Py_ssize_t i = 0; eq && i < x->nsamples; i++)
-        eq = x->samples[i] == y->samples[i];
+        eq = x->samples[i] == y->samples[i] || (isnan(x->samples[i]) && isnan(y->samples[i]));
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 

@@ -324,7 +324,8 @@ shp_summarize(const double *x, Py_ssize_t n, double *scratch, shp_summary *out)
         if (v < mn) mn = v;
         if (v > mx) mx = v;
     }
-    double mean = (sum + comp) / (double)n;
+    /* an overflowing sum stays inf (as NumPy's), not inf + -inf = NaN */
+    double mean = (isfinite(sum) ? sum + comp : sum) / (double)n;
     double ss = 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
         double d = x[i] - mean;

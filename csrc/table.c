@@ -148,11 +148,11 @@ build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
     PyObject *row = PyList_New(0);
     if (row == NULL)
         return -1;
-    if (append_obj(row, Py_NewRef(s->name ? s->name : Py_None)) < 0)
+    if (append_obj(row, s->name ? Py_NewRef(s->name) : PyUnicode_FromString("")) < 0)
         goto error;
     if (param != NULL && append_obj(row, param_cell(s, param)) < 0)
         goto error;
-    if (append_obj(row, Py_NewRef(s->device ? s->device : Py_None)) < 0)
+    if (append_obj(row, s->device ? Py_NewRef(s->device) : PyUnicode_FromString("")) < 0)
         goto error;
     fmt_ms(s->mean_ms, a, sizeof(a));
     fmt_ms(s->std_ms, b, sizeof(b));
