@@ -1,0 +1,161 @@
+"""A focused workload over the native core, for valgrind and full-stack LSan.
+
+Exercises the stats type, the summary, the tables, the comparison and the
+benchmark loop with a native callable -- success and error paths -- a few
+rounds, so that a per-call leak shows as many blocks with one stack.  Pure
+Python on top of the extension; no pytest (startup under valgrind is slow).
+
+    python tests/sanitizer/native_workload.py [rounds]
+
+Used by .ci/valgrind.sh and by the leak stage of .ci/sanitize.sh.
+"""
+import copy
+import gc
+import json
+import pickle
+import sys
+import warnings
+
+import numpy as np
+
+from spatialhub.utils import profiling as prof
+from spatialhub.utils.profiling import _native
+
+SEED = ("m", "CPU", 1.5, 1.25, 0.5, 2.5, 1.0, 3.0, 666.7, 10, 50)
+
+
+def swallow(f, *a, **kw):
+    try:
+        f(*a, **kw)
+    except BaseException:  # noqa: BLE001 -- the error paths are part of the workload
+        pass
+
+
+def stats_type():
+    s = prof.BenchmarkStats(*SEED, samples_ms=np.linspace(0.5, 3.0, 200), params={"h": 1},
+                            ram_peak_method="hwm", target_met=True, outliers=3, batch_size=4)
+    for name in ("name", "device", "mean_ms", "p99_ms", "outliers", "target_met", "params",
+                 "env", "samples_ms", "throughput"):
+        getattr(s, name)
+    s.mean_ms = 2.0
+    s.params = {"h": 2}
+    s.ram_peak_method = None
+    for field, bad in (("mean_ms", "x"), ("timed_iters", -1), ("timed_iters", 2 ** 80),
+                       ("target_met", 1), ("params", []), ("name", None)):
+        swallow(setattr, s, field, bad)
+    swallow(delattr, s, "name")
+    d = s.to_dict(samples=True)
+    prof.BenchmarkStats.from_dict(d)
+    s.to_json(samples=True, indent=2)
+    swallow(prof.BenchmarkStats(*SEED[:2], float("nan"), *SEED[3:]).to_json)
+    pickle.loads(pickle.dumps(s))
+    copy.deepcopy(s)
+    repr(s)
+    s == copy.copy(s)   # noqa: B015
+    s._repr_markdown_()
+    s._repr_html_()
+    view = s.samples_ms
+    s.__init__(*SEED, samples_ms=[1.0, 2.0])      # re-init while a view is alive
+    float(view.sum())
+    s.__setstate__(prof.BenchmarkStats(*SEED).__reduce__()[2])
+    swallow(prof.BenchmarkStats, *SEED[:5])
+    swallow(prof.BenchmarkStats, *SEED, bogus=1)
+    swallow(prof.BenchmarkStats, *SEED, samples_ms="abc")
+    swallow(prof.BenchmarkStats, *SEED, samples_ms=[[1.0]])
+    swallow(prof.BenchmarkStats.from_dict, [])
+    prof.BenchmarkStats.__new__(prof.BenchmarkStats).to_dict()
+    g = prof.GPUMemoryInfo(80.0, 60.0, 20.0)
+    g.to_dict()
+    pickle.loads(pickle.dumps(g))
+    repr(g)
+    swallow(prof.GPUMemoryInfo, "x", 1, 2)
+
+
+def summary():
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 17, 100, 1001, 20_000):
+        x = rng.lognormal(size=n)
+        _native._stats_from_samples(x)
+        _native._stats_from_samples(np.sort(x))
+        _native._stats_from_samples(np.sort(x)[::-1].copy())
+        _native._stats_from_samples(np.round(x))          # ties
+        _native._stats_from_samples(list(x[:50]))
+    _native._stats_from_samples(np.zeros(5000))
+    for bad in ([], [1.0, float("nan")], "abc", [[1.0]], None):
+        swallow(_native._stats_from_samples, bad)
+
+
+def tables():
+    rng = np.random.default_rng(3)
+    a = prof.BenchmarkStats(*SEED, samples_ms=rng.lognormal(size=300), params={"h": 8})
+    b = prof.BenchmarkStats("b|x\n", "cuda:0", *SEED[2:], samples_ms=rng.lognormal(size=300),
+                            params={"h": 16})
+    c = prof.BenchmarkStats("c", "CUDAExecutionProvider", *SEED[2:])
+    prof.format_benchmark_table([a, b, c], title="T", throughput_unit="img/s")
+    prof.format_benchmark_table([a, b, c], baseline=a, param="h")
+    prof.format_benchmark_table([a, c], baseline=c)
+    prof.format_benchmark_table(a)
+    prof.format_benchmark_table([])
+    prof.format_benchmark_table(iter([a, b]), "t")
+    odd = prof.BenchmarkStats(*SEED, ram_delta_mb=1e300)
+    odd.mean_ms, odd.fps, odd.std_ms = 1e-5, float("inf"), float("nan")
+    prof.format_benchmark_table([odd])
+    for bad in (1, "x", [a, 1], {}):
+        swallow(prof.format_benchmark_table, bad)
+    swallow(prof.format_benchmark_table, [a], title=1)
+    swallow(prof.format_benchmark_table, [a], bogus=1)
+    cmp = prof.compare_benchmarks(a, b, resamples=300, seed=5)
+    cmp.to_dict()
+    cmp.to_markdown()
+    pickle.loads(pickle.dumps(cmp))
+    repr(cmp)
+    swallow(prof.compare_benchmarks, a, c)
+    swallow(prof.compare_benchmarks, a, b, resamples=10)
+
+
+def bench_loop():
+    n = _native._noop
+    prof.benchmark_callable(n, num_warmup=5, num_iters=500)
+    prof.benchmark_callable(n, num_warmup=0, num_iters=3000, disable_gc=True)
+    prof.benchmark_callable(n, num_warmup=1, num_iters=200, sync_fn=n, track_ram=False)
+    prof.benchmark_callable(n, num_warmup=1, num_iters=5, target_rel_ci=0.2, max_time_s=0.05)
+    prof.benchmark_callable(n, num_warmup=1, num_iters=100_000, max_time_s=0.01)
+    prof.benchmark_callable(n, name="s", device="cuda:0", num_warmup=1, num_iters=10, sync_fn=n)
+    prof.benchmark_callable(n, num_warmup=0, num_iters=50, progress=True)
+    # error paths
+    for kw in ({"num_iters": 0}, {"num_warmup": -1}, {"num_iters": 2 ** 70},
+               {"num_iters": 10 ** 13}, {"name": 1}, {"sync_fn": 3}, {"target_rel_ci": 2.0},
+               {"max_time_s": float("nan")}, {"device": "cuda:x"}, {"device": "cuda"}):
+        swallow(prof.benchmark_callable, n, **kw)
+    swallow(prof.benchmark_callable, 42)
+    swallow(prof.benchmark_callable, int, "not a number", num_warmup=2, num_iters=3)
+    state = {"i": 0}
+
+    def interrupt():
+        state["i"] += 1
+        if state["i"] == 5:
+            raise KeyboardInterrupt
+
+    swallow(prof.benchmark_callable, interrupt, num_warmup=1, num_iters=10)
+    prof.benchmark_callable(lambda: prof.benchmark_callable(n, num_warmup=0, num_iters=3),
+                            num_warmup=0, num_iters=3)
+    prof.get_ram_mb()
+    prof.get_gpu_vram_mb(0)
+    swallow(prof.get_gpu_vram_mb, -1)
+    prof.get_cuda_sync_fn()
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    warnings.simplefilter("ignore")
+    for _ in range(rounds):
+        stats_type()
+        summary()
+        tables()
+        bench_loop()
+        gc.collect()
+    print(json.dumps({"rounds": rounds, "ok": True}))
+
+
+if __name__ == "__main__":
+    main()
