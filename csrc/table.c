@@ -281,6 +281,17 @@ join_line(PyObject *cells, const char *open, const char *sep, const char *close)
     return r;
 }
 
+/* Join `cells` (stolen) into one line and append it to `lines`; 0 / -1. */
+static int
+emit_line(PyObject *lines, PyObject *cells, const char *open, const char *sep, const char *close)
+{
+    if (cells == NULL)
+        return -1;
+    PyObject *line = join_line(cells, open, sep, close);
+    Py_DECREF(cells);
+    return append_obj(lines, line);
+}
+
 static PyObject *
 render(grid *g, PyObject *title, int html)
 {
@@ -317,12 +328,11 @@ render(grid *g, PyObject *title, int html)
         if (append_obj(cells, e) < 0)
             goto done;
     }
-    line = join_line(cells, html ? "<tr><th>" : "| ", html ? "</th><th>" : " | ",
-                     html ? "</th></tr>" : " |");
-    if (line == NULL || PyList_Append(lines, line) < 0)
+    PyObject *hdr = cells;
+    cells = NULL;
+    if (emit_line(lines, hdr, html ? "<tr><th>" : "| ", html ? "</th><th>" : " | ",
+                  html ? "</th></tr>" : " |") < 0)
         goto done;
-    Py_CLEAR(line);
-    Py_CLEAR(cells);
     if (html) {
         if (append_cell(lines, "</thead>\n<tbody>") < 0)
             goto done;
@@ -334,11 +344,10 @@ render(grid *g, PyObject *title, int html)
         for (int c = 0; c < g->ncols; c++)
             if (append_cell(cells, ":---") < 0)
                 goto done;
-        line = join_line(cells, open, sep, close);
-        if (line == NULL || PyList_Append(lines, line) < 0)
+        PyObject *align = cells;
+        cells = NULL;
+        if (emit_line(lines, align, open, sep, close) < 0)
             goto done;
-        Py_CLEAR(line);
-        Py_CLEAR(cells);
     }
     for (Py_ssize_t r = 0; r < PyList_GET_SIZE(g->rows); r++) {
         PyObject *row = PyList_GET_ITEM(g->rows, r);
@@ -348,11 +357,10 @@ render(grid *g, PyObject *title, int html)
         for (int c = 0; c < g->ncols; c++)
             if (append_obj(cells, decorate(PyList_GET_ITEM(row, c), g->dec[c], html)) < 0)
                 goto done;
-        line = join_line(cells, open, sep, close);
-        if (line == NULL || PyList_Append(lines, line) < 0)
+        PyObject *row_cells = cells;
+        cells = NULL;
+        if (emit_line(lines, row_cells, open, sep, close) < 0)
             goto done;
-        Py_CLEAR(line);
-        Py_CLEAR(cells);
     }
     if (html && append_cell(lines, "</tbody>\n</table>") < 0)
         goto done;
