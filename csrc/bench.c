@@ -522,8 +522,26 @@ grow(sample_run *run, shp_hwm_window *ram)
     return 0;
 }
 
+/* Draws one progress line.  May run with an exception set (the last line of
+ * a run that raised): that exception is put aside and restored untouched,
+ * since PyFile_WriteString refuses to write while one is pending and the
+ * clean-up below would otherwise clear the user's exception. */
+static void
+progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns,
+                   int final);
+
 static void
 progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns, int final)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    progress_draw_line(pl, i, total, elapsed_ns, final);
+    PyErr_Restore(type, value, tb);
+}
+
+static void
+progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns,
+                   int final)
 {
     char line[256], bar[33];
     double el = (double)elapsed_ns / 1e9;
@@ -567,13 +585,22 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
 static int
 progress_interactive(void)
 {
-    PyObject *mods = PySys_GetObject("modules");
-    if (mods != NULL && PyDict_GetItemString(mods, "ipykernel") != NULL)
-        return 1;
     PyObject *err = PySys_GetObject("stderr");
     if (err == NULL || err == Py_None)
         return 0;
+    /* A Jupyter kernel's stderr is ipykernel's OutStream, which is no tty but
+     * is seen.  (Testing for ipykernel in sys.modules is wrong: importing it,
+     * as a test suite may, does not put the process in a notebook.) */
     Py_INCREF(err);
+    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(err), "__module__");
+    const char *mname = mod != NULL && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    int kernel = mname != NULL && strncmp(mname, "ipykernel.", 10) == 0;
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    if (kernel) {
+        Py_DECREF(err);
+        return 1;
+    }
     PyObject *r = PyObject_CallMethod(err, "isatty", NULL);
     Py_DECREF(err);
     int tty = r ? PyObject_IsTrue(r) : 0;

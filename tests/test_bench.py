@@ -3,6 +3,7 @@ import gc
 import statistics
 import sys
 import time
+import types
 import warnings
 
 import numpy as np
@@ -376,6 +377,63 @@ def test_progress_is_drawn_to_stderr_when_asked(capsys):
     assert "10/10" in err and "elapsed" in err and err.endswith("\n")
     benchmark_callable(busy, 1, num_warmup=0, num_iters=10, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_an_exception_after_the_progress_line_propagates_unchanged(capsys):
+    # The closing progress line is drawn while func's exception is pending;
+    # it must neither swallow it (SystemError: NULL without an exception)
+    # nor replace it.
+    class Boom(Exception):
+        pass
+
+    n = {"k": 0}
+
+    def work():
+        n["k"] += 1
+        if n["k"] == 4:
+            raise Boom("the fourth call")
+
+    with pytest.raises(Boom, match="the fourth call") as ei:
+        benchmark_callable(work, num_warmup=0, num_iters=10, progress=True)
+    assert type(ei.value) is Boom
+    err = capsys.readouterr().err
+    assert "3/10" in err and err.endswith("\n")
+
+
+class _FakeKernelStream:
+    """What a Jupyter kernel puts in sys.stderr: no tty, but someone sees it."""
+
+    def __init__(self):
+        self.chunks = []
+
+    def write(self, text):
+        self.chunks.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def _auto_progress_output(monkeypatch, stream):
+    monkeypatch.setattr(sys, "stderr", stream)
+    # 40 x 60 ms: projected at 2.4 s when auto mode decides (after 0.5 s)
+    benchmark_callable(time.sleep, 0.06, num_warmup=0, num_iters=40)
+    return "".join(stream.chunks)
+
+
+def test_auto_progress_is_off_when_ipykernel_is_merely_imported(monkeypatch):
+    # A test suite (or a library) importing ipykernel does not make stderr visible.
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    assert _auto_progress_output(monkeypatch, _FakeKernelStream()) == ""
+
+
+def test_auto_progress_is_on_in_a_kernel(monkeypatch):
+    kernel_stream = type("OutStream", (_FakeKernelStream,), {"__module__": "ipykernel.iostream"})
+    out = _auto_progress_output(monkeypatch, kernel_stream())
+    assert "40/40" in out and out.endswith("\n")
 
 
 def test_reentrant_benchmark_inside_func():
