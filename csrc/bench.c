@@ -93,6 +93,16 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
     Py_XDECREF(r);
 }
 
+PyObject *
+shp_index_arg(PyObject *v, const char *what)
+{
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(v)->tp_name);
+        return NULL;
+    }
+    return PyNumber_Index(v);
+}
+
 /* Note on the exception now set, which stays set. */
 static void
 note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i, Py_ssize_t n)
@@ -151,11 +161,7 @@ gc_enable(void)
 static int
 as_count_arg(PyObject *v, const char *what, Py_ssize_t min, Py_ssize_t *out, int huge_is_memory)
 {
-    if (PyBool_Check(v) || !PyIndex_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(v)->tp_name);
-        return -1;
-    }
-    PyObject *idx = PyNumber_Index(v);
+    PyObject *idx = shp_index_arg(v, what);
     if (idx == NULL)
         return -1;
     int overflow = 0;

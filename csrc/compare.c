@@ -329,11 +329,11 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t resamples = 2000;
     unsigned long long seed = 0;
     if (v[2] != NULL) {
-        if (!PyLong_Check(v[2]) || PyBool_Check(v[2])) {
-            PyErr_SetString(PyExc_TypeError, "resamples must be an int");
+        PyObject *idx = shp_index_arg(v[2], "resamples");
+        if (idx == NULL)
             return NULL;
-        }
-        resamples = PyLong_AsSsize_t(v[2]);
+        resamples = PyLong_AsSsize_t(idx);
+        Py_DECREF(idx);
         if (resamples == -1 && PyErr_Occurred())
             return NULL;
         if (resamples < 100 || resamples > 1000000) {
@@ -342,11 +342,11 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         }
     }
     if (v[3] != NULL) {
-        if (!PyLong_Check(v[3]) || PyBool_Check(v[3])) {
-            PyErr_SetString(PyExc_TypeError, "seed must be an int");
+        PyObject *idx = shp_index_arg(v[3], "seed");
+        if (idx == NULL)
             return NULL;
-        }
-        seed = PyLong_AsUnsignedLongLongMask(v[3]);
+        seed = PyLong_AsUnsignedLongLongMask(idx);
+        Py_DECREF(idx);
         if (PyErr_Occurred())
             return NULL;
     }

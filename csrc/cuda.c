@@ -895,13 +895,12 @@ shp_vram_parse_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     if (arg == NULL) {
         return 0;
     }
-    /* bool is an int subclass, but True as a device id is a bug. */
-    if (PyBool_Check(arg) || !PyLong_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "get_gpu_vram_mb(): device_id must be an int, not %.100s",
-                     Py_TYPE(arg)->tp_name);
+    PyObject *idx = shp_index_arg(arg, "get_gpu_vram_mb(): device_id");
+    if (idx == NULL) {
         return -1;
     }
-    *device_id = PyLong_AsLongAndOverflow(arg, &overflow);
+    *device_id = PyLong_AsLongAndOverflow(idx, &overflow);
+    Py_DECREF(idx);
     if (*device_id == -1 && PyErr_Occurred()) {
         return -1;
     }

@@ -387,6 +387,11 @@ PyObject *shp_benchmark_callable(PyObject *module, PyObject *const *args,
 PyObject *shp_stats_from_samples(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
 
+/* An integer argument: anything with __index__ (int, numpy.int64, ...) but
+ * bool, where True as a count or id is a bug.  New reference to an int, or
+ * NULL with TypeError "<what> must be an int, not <type>". */
+PyObject *shp_index_arg(PyObject *v, const char *what);
+
 /* Attach "note" to exception `exc` (add_note on 3.11+); keeps the original
  * exception if attaching fails.  Never fails. */
 void shp_add_note(PyObject *exc, const char *fmt, ...);

@@ -339,6 +339,8 @@ def test_cuda_ordinal_selects_the_device(fake_cuda_lib):
         st0 = benchmark_callable(lambda: None, device="CUDA", num_warmup=0, num_iters=3)
         out["gpu0"] = st0.env.get("gpu")
         out["vram1"] = get_gpu_vram_mb(1).total_mb
+        import numpy as np   # ids from np.arange are numpy ints
+        out["vram_np"] = [get_gpu_vram_mb(i).total_mb for i in np.arange(2)]
         for label, dev in [("five", "cuda:5"), ("two", "cuda:2"), ("bad", "cuda:x")]:
             try:
                 benchmark_callable(lambda: None, device=dev, num_warmup=0, num_iters=1)
@@ -357,6 +359,7 @@ def test_cuda_ordinal_selects_the_device(fake_cuda_lib):
     assert r["gpu1"] == "Fake GPU 1"
     assert r["gpu0"] == "Fake GPU 0"
     assert r["vram1"] == pytest.approx(81920.0)
+    assert r["vram_np"] == pytest.approx([81920.0, 81920.0])
     assert r["five"] == r["two"] == r["bad"] == "ValueError", r
     assert r["vram5"] == r["vram2"] == "ValueError", r
 

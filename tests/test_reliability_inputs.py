@@ -830,11 +830,16 @@ pos_samples = st.lists(st.floats(min_value=1e-6, max_value=1e6), min_size=1, max
                            # where a huge negative count is a ValueError)
                            st.integers(SSIZE_MAX + 1, 2 ** 100).map(lambda v: (v, OverflowError)),
                            st.integers(-2 ** 100, -SSIZE_MAX - 2).map(lambda v: (v, OverflowError)),
-                           st.sampled_from([True, 200.0, "200", np.int64(200), MyInt(200)])
-                           .map(lambda v: (v, OK if type(v) is MyInt else TypeError))),
+                           # integer-like (__index__) is an int; bool, float, str are not
+                           st.sampled_from([True, 200.0, "200", np.int64(200), MyInt(200),
+                                            Indexable(200)])
+                           .map(lambda v: (v, TypeError if isinstance(v, (bool, float, str))
+                                           else OK))),
        seed=st.one_of(st.integers(-2 ** 200, 2 ** 200).map(lambda v: (v, OK)),
                       st.just((None, OK)),
-                      st.sampled_from([False, 1.0, "1", np.int64(1)]).map(lambda v: (v, TypeError))))
+                      st.sampled_from([np.int64(1), np.uint64(2 ** 64 - 1), Indexable(-5)])
+                      .map(lambda v: (v, OK)),
+                      st.sampled_from([False, 1.0, "1"]).map(lambda v: (v, TypeError))))
 def test_compare_benchmarks(a, b, resamples, seed):
     base = prof.BenchmarkStats(**SEED_DEFAULTS, samples_ms=a)
     cand = prof.BenchmarkStats(**SEED_DEFAULTS, samples_ms=b)
@@ -888,14 +893,15 @@ def test_compare_benchmarks_argument_errors():
 @given(dev=st.one_of(st.integers(-2 ** 100, 2 ** 100), st.sampled_from(
     [True, False, 0.0, "0", None, np.int64(0), Indexable(0), MyInt(0), MyInt(-1), b"0"])))
 def test_get_gpu_vram_mb(dev):
-    ints_ok = isinstance(dev, int) and not isinstance(dev, bool)
+    # an id is anything integer-like (__index__: int, numpy.int64, ...), never a bool
+    ints_ok = not isinstance(dev, bool) and hasattr(type(dev), "__index__")
     if not ints_ok:
         with pytest.raises(TypeError):
             prof.get_gpu_vram_mb(dev)
         with pytest.raises(TypeError):
             prof.get_gpu_vram_mb(device_id=dev)
         return
-    if dev < 0:
+    if operator.index(dev) < 0:
         with pytest.raises(ValueError):
             prof.get_gpu_vram_mb(dev)
         return
