@@ -156,6 +156,69 @@ gc_enable(void)
 #endif
 }
 
+/*
+ * disable_gc=True in runs that overlap (threads, a benchmark inside func)
+ * must not turn the collector back on while another run is still in its
+ * loop.  The holders are counted and the last one out restores the state the
+ * first one found.  The count lives in the interpreter's dict: the collector
+ * is per interpreter, and there may be several instances of this module.
+ * All under the GIL.
+ */
+#define SHP_GC_HOLD_KEY "spatialhub.profiling.gc_hold"
+
+/* 0: held (the collector is off), -1: error set. */
+static int
+gc_hold(void)
+{
+    PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    if (d == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "disable_gc: no interpreter dict to keep state in");
+        return -1;
+    }
+    long holders = 0, was = 0;
+    PyObject *cur = PyDict_GetItemString(d, SHP_GC_HOLD_KEY);   /* borrowed */
+    if (cur != NULL && !PyArg_ParseTuple(cur, "ll", &holders, &was))
+        return -1;
+    int now_was = gc_disable();   /* off even if something turned it on since */
+    if (now_was < 0)
+        return -1;
+    if (holders <= 0)
+        was = now_was;
+    PyObject *v = Py_BuildValue("(ll)", holders + 1, was);
+    int rc = v ? PyDict_SetItemString(d, SHP_GC_HOLD_KEY, v) : -1;
+    Py_XDECREF(v);
+    if (rc < 0 && holders <= 0 && was > 0)
+        gc_enable();
+    return rc;
+}
+
+/* Undo one gc_hold(); keeps any exception that is set.  Never fails. */
+static void
+gc_release(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *d = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    PyObject *cur = d ? PyDict_GetItemString(d, SHP_GC_HOLD_KEY) : NULL;
+    long holders = 1, was = 1;
+    if (cur != NULL && !PyArg_ParseTuple(cur, "ll", &holders, &was))
+        holders = 1, was = 1;   /* unreadable: err towards a working collector */
+    if (holders <= 1) {
+        if (d != NULL && cur != NULL && PyDict_DelItemString(d, SHP_GC_HOLD_KEY) < 0)
+            PyErr_Clear();
+        if (was > 0)
+            gc_enable();
+    }
+    else {
+        PyObject *v = Py_BuildValue("(ll)", holders - 1, was);
+        if (v == NULL || PyDict_SetItemString(d, SHP_GC_HOLD_KEY, v) < 0)
+            PyErr_Clear();
+        Py_XDECREF(v);
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
 /* ---- argument parsing ---------------------------------------------------- */
 
 static int
@@ -929,7 +992,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     memset(&p, 0, sizeof(p));
     memset(&run, 0, sizeof(run));
     memset(&pl, 0, sizeof(pl));
-    int window_open = 0, gc_was = -1, vram = 0;
+    int window_open = 0, gc_held = 0, vram = 0;
     size_t vram_base = 0;
     double overhead_ns = 0;
     PyObject *result = NULL, *name = NULL;
@@ -973,9 +1036,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     /* 3. a clean heap before the timed loop, then (optionally) no collector */
     PyGC_Collect();
     if (o.disable_gc) {
-        gc_was = gc_disable();
-        if (gc_was < 0)
+        if (gc_hold() < 0)
             goto done;
+        gc_held = 1;
     }
     pl.mode = o.progress;
     pl.name = name;
@@ -983,9 +1046,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     int64_t max_time_ns = max_time_s * 1e9 >= 9e18 ? INT64_MAX : (int64_t)(max_time_s * 1e9);
     int loop_rc = timed_loop(&p, &run, o.num_iters, o.target_rel_ci, max_time_ns,
                              window_open ? &win : NULL, vram, &pl, name);
-    if (gc_was > 0) {
-        gc_enable();
-        gc_was = -1;
+    if (gc_held) {
+        gc_release();
+        gc_held = 0;
     }
     if (pl.drawn)
         progress_draw(&pl, run.n, adaptive ? 0 : o.num_iters, shp_now_ns() - run.start_ns, 1);
@@ -1023,8 +1086,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     result = (PyObject *)s;
 done:
-    if (gc_was > 0)
-        gc_enable();
+    if (gc_held)
+        gc_release();
     if (window_open)
         shp_window_close(&win);
     free_run(&run);

@@ -92,6 +92,43 @@ def test_threads_benchmarking_at_once_count_their_own_calls():
         assert s.ram_peak_method == ("off" if i % 2 else ("hwm" if HWM else "sampled"))
 
 
+def test_overlapping_disable_gc_runs_keep_the_collector_off_until_the_last_ends():
+    # A enters its timed loop, B enters its own, A finishes first: B's loop
+    # must still run with the collector off, and the state from before A
+    # comes back only when B is done.
+    gc = __import__("gc")
+    a_in_loop, b_in_loop, a_done = threading.Event(), threading.Event(), threading.Event()
+    seen_by_b = []
+
+    def a_work():
+        if not a_in_loop.is_set():
+            a_in_loop.set()
+            assert b_in_loop.wait(30)
+
+    def b_work():
+        b_in_loop.set()
+        seen_by_b.append((a_done.is_set(), gc.isenabled()))
+        time.sleep(0.001)
+
+    def run_a():
+        bc(a_work, name="a", num_warmup=0, num_iters=3, disable_gc=True)
+        a_done.set()
+
+    def run_b():
+        assert a_in_loop.wait(30)
+        bc(b_work, name="b", num_warmup=0, num_iters=200, disable_gc=True)
+
+    gc.enable()
+    try:
+        assert not run_threads([run_a, run_b])
+        after_a = [on for done, on in seen_by_b if done]
+        assert len(after_a) > 10, "B kept running after A finished"
+        assert not any(on for _, on in seen_by_b), "the collector came on inside B's loop"
+        assert gc.isenabled(), "the state from before the first run is restored by the last"
+    finally:
+        gc.enable()
+
+
 def test_a_failing_thread_does_not_disturb_the_others():
     class Boom(Exception):
         pass
