@@ -14,6 +14,7 @@
  * the end; that buffer becomes the result's samples_ms without a copy.
  */
 #include "profiling.h"
+#include <numpy/arrayobject.h>
 
 #include <math.h>
 #include <stdarg.h>
@@ -497,16 +498,40 @@ resolve_sync(shp_state *st, bench_opts *o, call_plan *p)
 
 /* ---- the loop ------------------------------------------------------------ */
 
+/* The integer a sync hook's return value carries as an error code, or NULL
+ * (borrowed): an int (an IntEnum too; never bool) or a NumPy integer, alone
+ * or as the only item of a 1-tuple -- cuda-python returns (CUresult,).  Any
+ * other object is not inspected: calling its __index__ could fail or run
+ * user code. */
+static PyObject *
+error_code_of(PyObject *r)
+{
+    if (PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) == 1)
+        r = PyTuple_GET_ITEM(r, 0);
+    if (PyLong_Check(r) ? PyBool_Check(r) : !PyArray_IsScalar(r, Integer))
+        return NULL;
+    return r;
+}
+
 static int
-python_sync(call_plan *p)
+python_sync(call_plan *p, int64_t *t_after)
 {
     PyObject *r = PyObject_CallNoArgs(p->sync_fn);
+    if (t_after)
+        *t_after = shp_now_ns();   /* the verdict on r below is not the device's time */
     if (r == NULL)
         return -1;
-    /* A non-zero int is an error code (a raw ctypes cuCtxSynchronize
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return 0;
+    }
+    /* A non-zero integer is an error code (a raw ctypes cuCtxSynchronize
      * returns one): ignoring it is how a dead sync goes unnoticed. */
-    if (PyLong_CheckExact(r)) {
-        int nonzero = PyObject_IsTrue(r);   /* any size: a c_uint64 restype gives 2**64-1 */
+    PyObject *code = error_code_of(r);
+    if (code != NULL) {
+        PyObject *idx = PyNumber_Index(code);
+        int nonzero = idx ? PyObject_IsTrue(idx) : -1;   /* any size: c_uint64 gives 2**64-1 */
+        Py_XDECREF(idx);
         if (nonzero != 0) {
             if (nonzero > 0)
                 PyErr_Format(PyExc_RuntimeError,
@@ -539,12 +564,8 @@ do_sync(call_plan *p, int64_t *t_after)
             return shp_cuda_raise(p->st, rc, "cuCtxSynchronize failed");
         return 0;
     }
-    case SYNC_PYTHON: {
-        int rc = python_sync(p);
-        if (t_after)
-            *t_after = shp_now_ns();
-        return rc;
-    }
+    case SYNC_PYTHON:
+        return python_sync(p, t_after);
     default:
         if (t_after)
             *t_after = shp_now_ns();

@@ -273,11 +273,17 @@ class CUresult(enum.IntEnum):
 
 
 @pytest.mark.parametrize("ret, outcome", [
-    (None, "ok"), (0, "ok"), (0.0, "ok"), (1.5, "ok"), ("error", "ok"), ((700,), "ok"),
-    (b"\x01", "ok"), (object(), "ok"), (np.int64(700), "ok"), (CUresult.CUDA_SUCCESS, "ok"),
-    # int subclasses are not taken as error codes (only exact ints are):
-    (True, "ok"), (CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, "ok"),
+    (None, "ok"), (0, "ok"), (0.0, "ok"), (1.5, "ok"), ("error", "ok"), (b"\x01", "ok"),
+    (object(), "ok"), (CUresult.CUDA_SUCCESS, "ok"), (np.int64(0), "ok"), ((0,), "ok"),
+    ((CUresult.CUDA_SUCCESS,), "ok"), ((700, "detail"), "ok"), ([700], "ok"),
+    # bool is no error code, nor a NumPy bool, float or array (not inspected):
+    (True, "ok"), (np.bool_(True), "ok"), (np.float64(700), "ok"), (np.array(700), "ok"),
+    (np.array([1.5, 2.5]), "ok"),
     (1, RuntimeError), (-1, RuntimeError), (700, RuntimeError), (2 ** 62, RuntimeError),
+    # an IntEnum (cuda-python's CUresult), a NumPy integer, cuda-python's (CUresult,) tuple:
+    (CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, RuntimeError), (np.int64(700), RuntimeError),
+    (np.uint64(2 ** 64 - 1), RuntimeError), ((700,), RuntimeError),
+    ((CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,), RuntimeError),
 ])
 def test_sync_fn_return_values(ret, outcome):
     calls = {"n": 0}
