@@ -231,19 +231,23 @@ Cmp_markdown(PyObject *op, PyObject *unused)
     PyOS_snprintf(b, sizeof(b), "%.4f", c->baseline_median_ms);
     PyOS_snprintf(k, sizeof(k), "%.4f", c->candidate_median_ms);
     PyOS_snprintf(buf, sizeof(buf), "%.3fx | [%.3f, %.3f]", c->ratio, c->ci95_low, c->ci95_high);
-    PyObject *bn = shp_field_get(op, &comparison_fields[0]);
-    PyObject *kn = shp_field_get(op, &comparison_fields[1]);
-    PyObject *vd = shp_field_get(op, &comparison_fields[7]);
-    PyObject *res = NULL;
-    if (bn != NULL && kn != NULL && vd != NULL)
+    PyObject *names[3] = {NULL, NULL, NULL}, *res = NULL;
+    static const int which[3] = {0, 1, 7};   /* baseline, candidate, verdict */
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+        PyObject *v = shp_field_get(op, &comparison_fields[which[i]]);
+        names[i] = v ? shp_md_bold_cell(v) : NULL;
+        Py_XDECREF(v);
+        ok = names[i] != NULL;
+    }
+    if (ok)
         res = PyUnicode_FromFormat(
             "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
             "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
-            "| **%U** | **%U** | %s | %s | %s | **%U** |",
-            bn, kn, b, k, buf, vd);
-    Py_XDECREF(bn);
-    Py_XDECREF(kn);
-    Py_XDECREF(vd);
+            "| %U | %U | %s | %s | %s | %U |",
+            names[0], names[1], b, k, buf, names[2]);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(names[i]);
     return res;
 }
 

@@ -358,6 +358,8 @@ PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames);
 /* The Markdown / HTML table of one stats object (for Jupyter). */
 PyObject *shp_stats_markdown(shp_state *st, PyObject *stats);
+/* `s` as a bold Markdown table cell that renders as exactly `s` (escaped). */
+PyObject *shp_md_bold_cell(PyObject *s);
 PyObject *shp_stats_html(shp_state *st, PyObject *stats);
 
 /* ---- compare.c ---------------------------------------------------------- */

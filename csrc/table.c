@@ -9,6 +9,7 @@
  */
 #include "profiling.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -211,15 +212,114 @@ replace(PyObject *s, const char *from, const char *to)
     return r;
 }
 
-static PyObject *
-md_escape(PyObject *s)
+/*
+ * Markdown text that renders as exactly the string given, on one line.
+ *
+ * Line breaks become spaces and the ends are trimmed (Markdown would drop
+ * that whitespace, and "** x**" is no longer bold).  Inline, the characters
+ * that would start markup are backslash-escaped: ` * [ < $ (Jupyter's math)
+ * and ~ always, '_' unless inside a word (GFM's intraword rule makes
+ * "vit_b_16" safe, and it stays readable), '&' where it would start an
+ * entity, in a heading a '#' after a space, and a backslash that precedes punctuation or ends the text.  In a
+ * table cell '|' becomes "\|" (the backslash doubling before it is what
+ * keeps "a\|b" one cell).  A code span's text is literal: only its '|' is
+ * escaped (GFM removes that backslash before the span is read).
+ */
+typedef enum { MD_HEADING, MD_CELL, MD_CODE } md_mode;
+
+static int
+ascii_punct(Py_UCS4 c)
 {
-    PyObject *a = replace(s, "|", "\\|");
-    if (a == NULL)
-        return NULL;
-    PyObject *b = replace(a, "\n", " ");
-    Py_DECREF(a);
-    return b;
+    return c < 128 && ispunct((int)c);
+}
+
+static int
+starts_entity(int kind, const void *data, Py_ssize_t i, Py_ssize_t end)
+{
+    Py_ssize_t j = i + 1;
+    if (j < end && PyUnicode_READ(kind, data, j) == '#')
+        j++;
+    Py_ssize_t first = j;
+    while (j < end && PyUnicode_READ(kind, data, j) < 128 && isalnum((int)PyUnicode_READ(kind, data, j)))
+        j++;
+    return j > first && j < end && PyUnicode_READ(kind, data, j) == ';';
+}
+
+static PyObject *
+md_text(PyObject *s, md_mode mode)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), lo = 0, hi = n;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    while (lo < hi && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, lo)))
+        lo++;
+    while (hi > lo && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, hi - 1)))
+        hi--;
+    Py_UCS4 *out = PyMem_Malloc(((size_t)(hi - lo) * 2 + 1) * sizeof(Py_UCS4));
+    if (out == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_UCS4 prev = i > lo ? PyUnicode_READ(kind, data, i - 1) : ' ';
+        Py_UCS4 next = i + 1 < hi ? PyUnicode_READ(kind, data, i + 1) : ' ';
+        int esc = 0;
+        if (c == '\r' || c == '\n') {
+            if (c == '\r' && next == '\n')
+                i++;
+            c = ' ';
+        }
+        else if (c == '|')
+            esc = mode != MD_HEADING;
+        else if (mode == MD_CODE)
+            esc = 0;
+        else if (c == '\\')
+            esc = i + 1 == hi || ascii_punct(next);
+        else if (c == '`' || c == '*' || c == '[' || c == '<' || c == '$' || c == '~')
+            esc = 1;
+        else if (c == '_')
+            esc = !(Py_UNICODE_ISALNUM(prev) && Py_UNICODE_ISALNUM(next));
+        else if (c == '&')
+            esc = starts_entity(kind, data, i, hi);
+        else if (c == '#')   /* "### Q #" would lose its '#' as a closing sequence */
+            esc = mode == MD_HEADING && (i == lo || Py_UNICODE_ISSPACE(prev));
+        if (esc)
+            out[m++] = '\\';
+        out[m++] = c;
+    }
+    PyObject *r = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, m);
+    PyMem_Free(out);
+    return r;
+}
+
+/* A code span around md_text(s, MD_CODE): the fence is one backtick longer
+ * than the longest run of them inside, padded with spaces when it has to be
+ * (CommonMark strips one from each side). */
+static PyObject *
+md_code_span(PyObject *s)
+{
+    PyObject *t = md_text(s, MD_CODE);
+    if (t == NULL || PyUnicode_GET_LENGTH(t) == 0)
+        return t;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t), longest = 0, run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        run = PyUnicode_READ_CHAR(t, i) == '`' ? run + 1 : 0;
+        if (run > longest)
+            longest = run;
+    }
+    PyObject *r;
+    if (longest == 0) {
+        r = PyUnicode_FromFormat("`%U`", t);
+    }
+    else {
+        PyObject *tick = PyUnicode_FromOrdinal('`');
+        PyObject *fence = tick ? PySequence_Repeat(tick, longest + 1) : NULL;
+        r = fence ? PyUnicode_FromFormat("%U %U %U", fence, t, fence) : NULL;
+        Py_XDECREF(tick);
+        Py_XDECREF(fence);
+    }
+    Py_DECREF(t);
+    return r;
 }
 
 static PyObject *
@@ -238,23 +338,32 @@ html_escape(PyObject *s)
     return cur;
 }
 
+PyObject *
+shp_md_bold_cell(PyObject *s)
+{
+    PyObject *esc = md_text(s, MD_CELL);
+    if (esc == NULL || PyUnicode_GET_LENGTH(esc) == 0)
+        return esc;
+    PyObject *r = PyUnicode_FromFormat("**%U**", esc);
+    Py_DECREF(esc);
+    return r;
+}
+
 static PyObject *
 decorate(PyObject *cell, decoration d, int html)
 {
-    PyObject *esc = html ? html_escape(cell) : md_escape(cell);
+    if (!html && d == DEC_CODE)
+        return md_code_span(cell);
+    PyObject *esc = html ? html_escape(cell) : md_text(cell, MD_CELL);
     if (esc == NULL)
         return NULL;
     PyObject *r;
-    switch (d) {
-    case DEC_BOLD:
+    if (d == DEC_PLAIN || (!html && PyUnicode_GET_LENGTH(esc) == 0))
+        r = Py_NewRef(esc);   /* no "****" for an empty name */
+    else if (d == DEC_BOLD)
         r = PyUnicode_FromFormat(html ? "<b>%U</b>" : "**%U**", esc);
-        break;
-    case DEC_CODE:
-        r = PyUnicode_FromFormat(html ? "<code>%U</code>" : "`%U`", esc);
-        break;
-    default:
-        r = Py_NewRef(esc);
-    }
+    else
+        r = PyUnicode_FromFormat("<code>%U</code>", esc);
     Py_DECREF(esc);
     return r;
 }
@@ -302,7 +411,7 @@ render(grid *g, PyObject *title, int html)
     const char *sep = html ? "</td><td>" : " | ";
     const char *close = html ? "</td></tr>" : " |";
     if (title != NULL) {
-        PyObject *t = html ? html_escape(title) : Py_NewRef(title);
+        PyObject *t = html ? html_escape(title) : md_text(title, MD_HEADING);
         if (t == NULL)
             goto done;
         line = PyUnicode_FromFormat(html ? "<h3>%U</h3>" : "### %U", t);
@@ -323,7 +432,7 @@ render(grid *g, PyObject *title, int html)
         PyObject *h = header_text(g, c), *e;
         if (h == NULL)
             goto done;
-        e = html ? html_escape(h) : md_escape(h);
+        e = html ? html_escape(h) : md_text(h, MD_CELL);
         Py_DECREF(h);
         if (append_obj(cells, e) < 0)
             goto done;
