@@ -220,6 +220,30 @@ gc_release(void)
     PyErr_Restore(type, value, tb);
 }
 
+/* A full collection whatever the collector's switch says.  PyGC_Collect()
+ * does nothing while the collector is off -- gc.disable() by the user, as
+ * benchmark scripts often do, or another run's disable_gc -- and the clean
+ * heap before the timed loop is promised in every mode. */
+static void
+full_collect(void)
+{
+#if PY_VERSION_HEX >= 0x030A0000
+    int was = PyGC_Enable();
+    PyGC_Collect();
+    if (!was)
+        PyGC_Disable();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *gc = PyImport_ImportModule("gc");
+    PyObject *r = gc ? PyObject_CallMethod(gc, "collect", NULL) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(gc);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+#endif
+}
+
 /* ---- argument parsing ---------------------------------------------------- */
 
 static int
@@ -1055,7 +1079,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (warmup_loop(&p, o.num_warmup, window_open ? &win : NULL, vram, &run, name) < 0)
         goto done;
     /* 3. a clean heap before the timed loop, then (optionally) no collector */
-    PyGC_Collect();
+    full_collect();
     if (o.disable_gc) {
         if (gc_hold() < 0)
             goto done;

@@ -299,6 +299,38 @@ def test_gc_collect_before_timed_loop_and_disable_gc(gc_state):
     assert not gc.isenabled()   # restored to what it was, not forced on
 
 
+@pytest.mark.parametrize("setup", ["user disabled gc", "another run holds disable_gc", "gc on"])
+def test_the_heap_is_collected_before_the_timed_loop_even_with_the_collector_off(gc_state, setup):
+    # PyGC_Collect() is a no-op while the collector is off; the clean heap is
+    # promised in every mode, so garbage owed by the set-up must be gone when
+    # the first timed call runs.
+    import weakref
+
+    class Node:
+        pass
+
+    def make_garbage():
+        a, b = Node(), Node()
+        a.other, b.other = b, a   # a cycle: only the collector frees it
+        return weakref.ref(a)
+
+    seen = []
+
+    def run():
+        ref = make_garbage()
+        benchmark_callable(lambda: seen.append(ref() is None), num_warmup=0, num_iters=2)
+
+    if setup == "user disabled gc":
+        gc.disable()
+        run()
+        assert not gc.isenabled()   # and the switch is left as it was
+    elif setup == "another run holds disable_gc":
+        benchmark_callable(run, num_warmup=0, num_iters=1, disable_gc=True)
+    else:
+        run()
+    assert seen and all(seen), seen
+
+
 def test_disable_gc_is_restored_when_func_raises(gc_state):
     def f():
         raise Boom()
