@@ -196,7 +196,7 @@ def sync_fn_option():
         st.just((None, OK)),
         st.sampled_from([Calls, lambda: (lambda: None), lambda: _native._noop,
                          lambda: (lambda: 0), lambda: (lambda: 0.0), lambda: (lambda: "done"),
-                         lambda: (lambda: (1,))]).map(lambda f: (f(), OK)),
+                         lambda: (lambda: (0,)), lambda: (lambda: (1, "detail"))]).map(lambda f: (f(), OK)),
         st.one_of(st.integers(), st.text(max_size=3), st.just(object()), st.just(1.5))
         .map(lambda v: (v, TypeError)),
     )
@@ -755,18 +755,19 @@ def test_format_benchmark_table(data):
             assert "<" not in s.name or "&lt;" in out
         return
     title = kwargs.get("title")
-    if title:
-        assert out.startswith("### " + title + "\n\n")
-        out = out[len("### " + title + "\n\n"):]
+    if title:   # one heading line, then a blank one (its escaping: test_table_markdown.py)
+        heading, blank, out = out.split("\n", 2)
+        assert heading.startswith("### ") and blank == ""
     lines = out.split("\n")
     assert len(lines) == 2 + len(stats)
     ncols = len(md_cells(lines[0]))
     assert md_cells(lines[1]) == [" :--- "] * ncols
-    for line in lines[2:]:
-        assert line.startswith("| **") and line.endswith(" |")
+    for line, s in zip(lines[2:], stats):
+        # an empty (or all-blank) name leaves an empty cell, not "****"
+        assert line.startswith("| **" if s.name.strip() else "|  |") and line.endswith(" |")
         assert len(md_cells(line)) == ncols, line
     unit = kwargs.get("throughput_unit", "FPS")
-    assert "Throughput (" in lines[0] and (unit.replace("|", "\\|").replace("\n", " ") in lines[0])
+    assert "Throughput (" in lines[0]   # the unit's rendering: test_table_markdown.py
     if kwargs.get("baseline") is not None:
         assert lines[0].endswith("| vs Baseline |")
 

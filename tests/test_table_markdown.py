@@ -91,12 +91,14 @@ TEXT = st.text(alphabet=string.ascii_letters[:6] + string.digits[:3] + string.pu
 
 @pytest.mark.parametrize("renderer", RENDER)
 @fuzz(300)
-@given(name=TEXT, device=TEXT, title=TEXT)
-def test_every_cell_renders_as_the_text_given(renderer, name, device, title):
-    md = format_benchmark_table([stats(name, device), stats("second")], title=title or None)
+@given(name=TEXT, device=TEXT, title=TEXT, unit=TEXT)
+def test_every_cell_renders_as_the_text_given(renderer, name, device, title, unit):
+    md = format_benchmark_table([stats(name, device), stats("second")], title=title or None,
+                                throughput_unit=unit)
     p = render(md, renderer)
     header, row, second = p.rows
     assert len(header) == len(row) == len(second) == 7, md
+    assert header[5] == expect(f"Throughput ({unit})"), md
     assert row[0] == expect(name), md
     assert row[1] == expect(device), md
     assert second[0] == "second"
