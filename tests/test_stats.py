@@ -1,5 +1,6 @@
 """BenchmarkStats and GPUMemoryInfo behave like the seed's dataclasses, and more."""
 import copy
+import dataclasses
 import gc
 import json
 import pickle
@@ -62,6 +63,29 @@ def test_attributes_are_settable_with_type_checks(make_stats):
         del s.name
     with pytest.raises(AttributeError):
         s.samples_ms = [1.0]
+
+
+def test_seed_code_using_the_dataclass_protocol_keeps_working(make_stats):
+    s = make_stats(name="m", device="CPU", samples_ms=[1.0, 2.0, 3.0], ram_delta_mb=1.5)
+    assert dataclasses.is_dataclass(s) and dataclasses.is_dataclass(BenchmarkStats)
+    seed = SEED_FIELDS
+    assert [f.name for f in dataclasses.fields(s)] == seed
+    assert [f.default for f in dataclasses.fields(BenchmarkStats)][-2:] == [0.0, 0.0]
+    d = dataclasses.asdict(s)
+    assert list(d) == seed and d["ram_delta_mb"] == 1.5 and d["mean_ms"] == s.mean_ms
+    json.dumps(d)   # as JSON-ready as the seed's: no array, no nested objects
+    assert dataclasses.astuple(s) == tuple(getattr(s, k) for k in seed)
+    r = dataclasses.replace(s, name="renamed")
+    assert type(r) is BenchmarkStats and r.name == "renamed" and r.mean_ms == s.mean_ms
+    with pytest.raises(TypeError):
+        dataclasses.replace(s, mean_ms="fast")   # the setters' type checks still apply
+    match s:
+        case BenchmarkStats("m", "CPU", mean):
+            assert mean == s.mean_ms
+        case _:
+            pytest.fail("positional pattern did not match")
+    g = GPUMemoryInfo(total_mb=8.0, free_mb=6.0, used_mb=2.0)
+    assert dataclasses.asdict(g) == {"total_mb": 8.0, "free_mb": 6.0, "used_mb": 2.0}
 
 
 def test_repr_is_dataclass_style(make_stats):
@@ -148,7 +172,7 @@ def test_samples_view_is_read_only_zero_copy_and_outlives_the_stats():
 def test_repr_markdown_and_html(make_stats):
     s = make_stats(name="a<b")
     md = s._repr_markdown_()
-    assert md.splitlines()[0].startswith("| Model / Target |") and "**a<b**" in md
+    assert md.splitlines()[0].startswith("| Model / Target |") and "**a\\<b**" in md   # escaped: not an HTML tag
     html = s._repr_html_()
     assert html.startswith("<table>") and "<b>a&lt;b</b>" in html
 

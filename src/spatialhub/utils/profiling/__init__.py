@@ -33,6 +33,35 @@ __all__ = [
     "get_ram_mb",
 ]
 
+
+def _declare_dataclass_fields():
+    """The seed's BenchmarkStats (and GPUMemoryInfo) were dataclasses, and code written
+    for them calls ``dataclasses.asdict``, ``fields``, ``replace``, ``is_dataclass`` and
+    matches on positional patterns.  The native types keep that protocol: the seed's
+    fields, in the seed's order, with the seed's defaults, described by a dataclass of
+    the same shape.  (The keyword-only extras -- samples_ms, env, ... -- are not among
+    them, so ``asdict`` gives the seed's 13 keys, as JSON-ready as before, and
+    ``dataclasses.replace`` returns a result without the extras: ``copy.copy`` keeps
+    everything.)"""
+    import dataclasses
+
+    shapes = {
+        BenchmarkStats: [("name", str), ("device", str)]
+        + [(n, float) for n in ("mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms", "max_ms",
+                                "fps")]
+        + [("warmup_iters", int), ("timed_iters", int),
+           ("ram_delta_mb", float, dataclasses.field(default=0.0)),
+           ("vram_delta_mb", float, dataclasses.field(default=0.0))],
+        GPUMemoryInfo: [("total_mb", float), ("free_mb", float), ("used_mb", float)],
+    }
+    for cls, fields in shapes.items():
+        shape = dataclasses.make_dataclass(cls.__name__, fields)
+        for attr in ("__dataclass_fields__", "__dataclass_params__", "__match_args__"):
+            setattr(cls, attr, getattr(shape, attr))
+
+
+_declare_dataclass_fields()
+
 # Python by nature: adapters over torch / ONNX Runtime, sweeps and plots.  Their
 # modules import torch, onnxruntime and matplotlib only inside the functions.
 from .adapters import SweepResult, benchmark_onnx, profile_model, sweep  # noqa: E402
