@@ -222,40 +222,64 @@ Cmp_reduce(PyObject *op, PyObject *unused)
     return res;
 }
 
+/* The one-row comparison table, as Markdown or as HTML (Jupyter). */
 static PyObject *
-Cmp_markdown(PyObject *op, PyObject *unused)
+Cmp_table(PyObject *op, int html)
 {
-    (void)unused;
     shp_Comparison *c = (shp_Comparison *)op;
-    char b[64], k[64], buf[512];
+    char b[64], k[64], ratio[32], ci[64];
     PyOS_snprintf(b, sizeof(b), "%.4f", c->baseline_median_ms);
     PyOS_snprintf(k, sizeof(k), "%.4f", c->candidate_median_ms);
-    PyOS_snprintf(buf, sizeof(buf), "%.3fx | [%.3f, %.3f]", c->ratio, c->ci95_low, c->ci95_high);
+    PyOS_snprintf(ratio, sizeof(ratio), "%.3fx", c->ratio);
+    PyOS_snprintf(ci, sizeof(ci), "[%.3f, %.3f]", c->ci95_low, c->ci95_high);
     PyObject *names[3] = {NULL, NULL, NULL}, *res = NULL;
     static const int which[3] = {0, 1, 7};   /* baseline, candidate, verdict */
     int ok = 1;
     for (int i = 0; i < 3 && ok; i++) {
         PyObject *v = shp_field_get(op, &comparison_fields[which[i]]);
-        names[i] = v ? shp_md_bold_cell(v) : NULL;
+        names[i] = v == NULL ? NULL : html ? shp_html_escape(v) : shp_md_bold_cell(v);
         Py_XDECREF(v);
         ok = names[i] != NULL;
     }
-    if (ok)
+    if (ok && html)
+        res = PyUnicode_FromFormat(
+            "<table>\n<thead>\n<tr><th>Baseline</th><th>Candidate</th><th>Baseline median (ms)"
+            "</th><th>Candidate median (ms)</th><th>Ratio</th><th>95%% CI</th><th>Verdict</th>"
+            "</tr>\n</thead>\n<tbody>\n<tr><td><b>%U</b></td><td><b>%U</b></td><td>%s</td>"
+            "<td>%s</td><td>%s</td><td>%s</td><td><b>%U</b></td></tr>\n</tbody>\n</table>",
+            names[0], names[1], b, k, ratio, ci, names[2]);
+    else if (ok)
         res = PyUnicode_FromFormat(
             "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
             "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
-            "| %U | %U | %s | %s | %s | %U |",
-            names[0], names[1], b, k, buf, names[2]);
+            "| %U | %U | %s | %s | %s | %s | %U |",
+            names[0], names[1], b, k, ratio, ci, names[2]);
     for (int i = 0; i < 3; i++)
         Py_XDECREF(names[i]);
     return res;
+}
+
+static PyObject *
+Cmp_markdown(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    return Cmp_table(op, 0);
+}
+
+static PyObject *
+Cmp_html(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    return Cmp_table(op, 1);
 }
 
 static PyMethodDef comparison_methods[] = {
     {"to_dict", Cmp_to_dict, METH_NOARGS, "to_dict() -> dict (ratios rounded to 4 decimals)."},
     {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
     {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},
+    {"_repr_html_", Cmp_html, METH_NOARGS, "HTML table (Jupyter)."},
     {"to_markdown", Cmp_markdown, METH_NOARGS, "The comparison as a Markdown table."},
+    {"to_html", Cmp_html, METH_NOARGS, "The comparison as an HTML table."},
     {NULL},
 };
 

@@ -360,6 +360,8 @@ PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
 PyObject *shp_stats_markdown(shp_state *st, PyObject *stats);
 /* `s` as a bold Markdown table cell that renders as exactly `s` (escaped). */
 PyObject *shp_md_bold_cell(PyObject *s);
+/* `s` with & < > " as HTML entities. */
+PyObject *shp_html_escape(PyObject *s);
 PyObject *shp_stats_html(shp_state *st, PyObject *stats);
 
 /* ---- compare.c ---------------------------------------------------------- */

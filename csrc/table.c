@@ -322,8 +322,8 @@ md_code_span(PyObject *s)
     return r;
 }
 
-static PyObject *
-html_escape(PyObject *s)
+PyObject *
+shp_html_escape(PyObject *s)
 {
     static const char *pairs[][2] = {
         {"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}};
@@ -354,7 +354,7 @@ decorate(PyObject *cell, decoration d, int html)
 {
     if (!html && d == DEC_CODE)
         return md_code_span(cell);
-    PyObject *esc = html ? html_escape(cell) : md_text(cell, MD_CELL);
+    PyObject *esc = html ? shp_html_escape(cell) : md_text(cell, MD_CELL);
     if (esc == NULL)
         return NULL;
     PyObject *r;
@@ -411,7 +411,7 @@ render(grid *g, PyObject *title, int html)
     const char *sep = html ? "</td><td>" : " | ";
     const char *close = html ? "</td></tr>" : " |";
     if (title != NULL) {
-        PyObject *t = html ? html_escape(title) : md_text(title, MD_HEADING);
+        PyObject *t = html ? shp_html_escape(title) : md_text(title, MD_HEADING);
         if (t == NULL)
             goto done;
         line = PyUnicode_FromFormat(html ? "<h3>%U</h3>" : "### %U", t);
@@ -432,7 +432,7 @@ render(grid *g, PyObject *title, int html)
         PyObject *h = header_text(g, c), *e;
         if (h == NULL)
             goto done;
-        e = html ? html_escape(h) : md_text(h, MD_CELL);
+        e = html ? shp_html_escape(h) : md_text(h, MD_CELL);
         Py_DECREF(h);
         if (append_obj(cells, e) < 0)
             goto done;

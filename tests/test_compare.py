@@ -65,3 +65,22 @@ def test_markdown_dict_and_pickle():
     assert md.splitlines()[0].startswith("| Baseline | Candidate |") and "**slower**" in md
     assert c.to_dict()["ratio"] == round(c.ratio, 4)
     assert pickle.loads(pickle.dumps(c)).to_dict() == c.to_dict()
+
+
+_SEED = dict(name="m", device="CPU", mean_ms=1.0, median_ms=1.0, std_ms=0.0, p95_ms=1.0,
+             min_ms=1.0, max_ms=1.0, fps=1000.0, warmup_iters=0, timed_iters=30)
+
+
+def test_html_shows_the_same_cells_as_the_markdown():
+    a = BenchmarkStats(**{**_SEED, "name": "a<b"}, samples_ms=[1.0, 1.1, 0.9] * 10)
+    b = BenchmarkStats(**{**_SEED, "name": "c&d"}, samples_ms=[2.0, 2.1, 1.9] * 10)
+    c = compare_benchmarks(a, b)
+    html = c._repr_html_()
+    assert html == c.to_html() and html.startswith("<table>") and html.endswith("</table>")
+    row = html.split("<tbody>")[1]
+    cells = [x.split("</td>")[0] for x in row.split("<td>")[1:]]
+    md_cells = [x.strip() for x in c.to_markdown().splitlines()[2].strip("|").split(" | ")]
+    assert cells == ["<b>a&lt;b</b>", "<b>c&amp;d</b>", f"{c.baseline_median_ms:.4f}",
+                     f"{c.candidate_median_ms:.4f}", f"{c.ratio:.3f}x",
+                     f"[{c.ci95_low:.3f}, {c.ci95_high:.3f}]", "<b>slower</b>"]
+    assert md_cells[2:6] == cells[2:6] and md_cells[6] == "**slower**"

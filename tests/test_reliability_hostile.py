@@ -574,6 +574,10 @@ class Payload:
     pass
 
 
+def _comparison_outputs(c):
+    return c.to_dict(), c.to_markdown(), c._repr_html_()
+
+
 def _swallow(f, *a, **kw):
     try:
         f(*a, **kw)
@@ -649,8 +653,8 @@ def _entry_points():
             [stats, other], baseline=stats), n // 50),
         "format_benchmark_table bad": (lambda: _swallow(prof.format_benchmark_table,
                                                         [stats, 1]), n),
-        "compare_benchmarks": (lambda: prof.compare_benchmarks(
-            stats, other, resamples=100).to_dict(), n // 5),
+        "compare_benchmarks": (lambda: _comparison_outputs(prof.compare_benchmarks(
+            stats, other, resamples=100)), n // 5),
         "_stats_from_samples": (lambda: _native._stats_from_samples(samples), n),
         "_stats_from_samples bad": (lambda: _swallow(_native._stats_from_samples,
                                                      [1.0, np.nan]), n),
@@ -744,12 +748,13 @@ def test_comparison_made_without_init_does_not_crash():
         import pickle
         from spatialhub.utils.profiling import Comparison
         c = Comparison.__new__(Comparison)
-        print(type(c.to_markdown()).__name__, type(c._repr_markdown_()).__name__)
+        print(type(c.to_markdown()).__name__, type(c._repr_markdown_()).__name__,
+              type(c.to_html()).__name__, type(c._repr_html_()).__name__)
         pickle.loads(pickle.dumps(c))
         print("ok")
     """)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["str", "str", "ok"]
+    assert done.stdout.split() == ["str", "str", "str", "str", "ok"]
 
 
 @pytest.mark.parametrize("how", ["__init__", "__setstate__"])
