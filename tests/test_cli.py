@@ -70,6 +70,32 @@ def test_compare_renders_both_results_and_a_verdict(demo_json, tmp_path):
     assert (tmp_path / "cmp.md").read_text() == out
 
 
+def test_compare_of_several_pairs_sets_each_candidate_against_its_own_baseline(tmp_path):
+    # e.g. CPU and CUDA providers before and after a change: the candidate on
+    # CUDA must be compared with the baseline on CUDA, not with the CPU row.
+    from spatialhub.utils.profiling import BenchmarkStats
+
+    def result(name, ms):
+        return BenchmarkStats(name, "CPU", ms, ms, 0.0, ms, ms, ms, 1000.0 / ms, 0, 40,
+                              samples_ms=[ms * (1 + 0.01 * (i % 5)) for i in range(40)])
+
+    base = [result("cpu", 10.0), result("cuda", 1.0)]
+    cand = [result("cpu", 10.0), result("cuda", 2.0)]   # cuda got 2x slower, cpu unchanged
+    for path, rs in (("b.json", base), ("c.json", cand)):
+        (tmp_path / path).write_text(json.dumps([r.to_dict(samples=True) for r in rs]))
+    proc = cli("--compare", tmp_path / "b.json", tmp_path / "c.json", "--json", tmp_path / "v.json")
+    assert proc.returncode == 0, proc.stderr
+    verdicts = [v["verdict"] for v in json.loads((tmp_path / "v.json").read_text())]
+    assert verdicts == ["same", "slower"]
+    tables = [t for t in proc.stdout.split("\n\n") if t.startswith("| Model / Target")]
+    assert len(tables) == 2
+    rows = [[line for line in t.splitlines()[2:]] for t in tables]
+    # each table: its baseline, then its candidate, judged against that baseline
+    assert rows[0][0].startswith("| **cpu** |") and rows[0][1].startswith("| **cpu** |")
+    assert rows[1][0].startswith("| **cuda** |") and rows[1][1].startswith("| **cuda** |")
+    assert "slower" in rows[1][1] and "slower" not in rows[0][1]
+
+
 def test_compare_of_results_without_samples_is_a_runtime_error(tmp_path):
     from spatialhub.utils.profiling import BenchmarkStats
 

@@ -302,7 +302,14 @@ def _compare(a):
         raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
                        f"--compare pairs them in order")
     comparisons = [compare_benchmarks(b, c) for b, c in zip(base, cand)]
-    parts = [format_benchmark_table(base + cand, a.title or "Comparison", baseline=base[0])]
+    title = a.title or "Comparison"
+    # Each pair in a table of its own, against its own baseline: one "vs Baseline"
+    # column for all rows would set every candidate against the first baseline
+    # (a CUDA candidate against the CPU baseline) and contradict the verdicts below.
+    n = len(base)
+    parts = [format_benchmark_table([b, c], title if n == 1 else f"{title} ({i + 1}/{n})",
+                                    baseline=b)
+             for i, (b, c) in enumerate(zip(base, cand))]
     parts += [c._repr_markdown_() for c in comparisons]
     return base + cand, "\n\n".join(parts), [c.to_dict() for c in comparisons]
 
