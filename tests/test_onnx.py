@@ -120,3 +120,27 @@ def test_same_provider_twice_gives_two_rows_and_a_table(linear_path):
 def test_bad_model_type_is_a_type_error():
     with pytest.raises(TypeError, match="path, bytes or onnxruntime.InferenceSession"):
         benchmark_onnx(12345)
+
+
+def _session_claiming(provider):
+    """A CPU session that reports running on `provider` (no such hardware here)."""
+    sess = ort.InferenceSession(linear_model_bytes(), providers=["CPUExecutionProvider"])
+    sess.get_providers = lambda: [provider, "CPUExecutionProvider"]
+    return sess
+
+
+def test_tensorrt_without_a_cuda_driver_is_refused_not_timed_unsynced():
+    from spatialhub.utils.profiling import get_cuda_sync_fn
+
+    if get_cuda_sync_fn() is not None:
+        pytest.skip("a CUDA driver is loadable here")
+    with pytest.raises(RuntimeError, match="TensorrtExecutionProvider runs on CUDA.*sync_fn"):
+        benchmark_onnx(_session_claiming("TensorrtExecutionProvider"), warmup=1, iters=3)
+
+
+def test_tensorrt_with_the_users_sync_runs_it_around_every_call():
+    calls = []
+    res = benchmark_onnx(_session_claiming("TensorrtExecutionProvider"), warmup=2, iters=5,
+                         sync_fn=lambda: calls.append(1))
+    assert res[0].device == "TensorrtExecutionProvider" and res[0].timed_iters == 5
+    assert len(calls) == 2 + 2 * 5

@@ -382,7 +382,9 @@ def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=Non
     feed)``: ``name`` (default: the file name without extension, or
     "onnx-model") and ``device`` = the provider name, so the table tells
     them apart and a CUDA provider gets the native CUDA sync and VRAM
-    tracking; TensorRT gets the native CUDA sync.  ``env["onnx_inputs"]``
+    tracking; TensorRT gets the native CUDA sync too (``RuntimeError``
+    without a loadable driver, unless ``sync_fn`` is given, as for a CUDA
+    device: never an unsynced timing).  ``env["onnx_inputs"]``
     records the input shapes.  Returns a :class:`SweepResult` (a list, one
     stats per provider).  Other keywords go to ``benchmark_callable``.
     """
@@ -429,12 +431,16 @@ def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=Non
     results = []
     for prov, sess in sessions:
         kw = dict(bench_kw)
-        if "tensorrt" in prov.lower() and "cuda" not in prov.lower():
+        if "tensorrt" in prov.lower() and "cuda" not in prov.lower() and kw.get("sync_fn") is None:
             # the native core recognises CUDA devices by "cuda" in the label;
-            # TensorRT runs on CUDA too, so give it the same sync explicitly
-            trt_sync = get_cuda_sync_fn()
-            if trt_sync is not None:
-                kw.setdefault("sync_fn", trt_sync)
+            # TensorRT runs on CUDA too, so give it the same sync explicitly --
+            # and, as for a CUDA device, refuse to time it without one
+            kw["sync_fn"] = get_cuda_sync_fn()
+            if kw["sync_fn"] is None:
+                raise RuntimeError(
+                    f"benchmark_onnx: {prov} runs on CUDA, but the native core could not load the "
+                    f"CUDA driver for a device sync; pass sync_fn=... (e.g. torch.cuda.synchronize)"
+                )
         stats = benchmark_callable(sess.run, None, feed, name=label, device=prov,
                                    num_warmup=warmup, num_iters=iters, **kw)
         env = dict(stats.env or {})
