@@ -27,7 +27,7 @@ if sys.platform == "win32":
 else:
     compile_args += ["-std=c11", "-fvisibility=hidden"]
     if knob("SPATIALHUB_STRICT"):
-        compile_args += ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+        compile_args += ["-Wall", "-Wextra", "-Werror"]
     if knob("SPATIALHUB_DEBUG"):
         compile_args += ["-O0", "-g3"]
     if knob("SPATIALHUB_SANITIZE"):
