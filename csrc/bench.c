@@ -87,10 +87,27 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
         PyErr_Clear();
         return;
     }
+#if PY_VERSION_HEX >= 0x030B0000
     PyObject *r = PyObject_CallMethod(exc, "add_note", "O", note);
+#else
+    /* No add_note before 3.11: keep PEP 678's data all the same (a list in
+     * __notes__), which code and tools that read notes find; only the
+     * interpreter's own traceback does not print it there. */
+    PyObject *r = NULL;
+    PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
+    if (notes == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        notes = PyList_New(0);
+        if (notes != NULL && PyObject_SetAttrString(exc, "__notes__", notes) < 0)
+            Py_CLEAR(notes);
+    }
+    if (notes != NULL && PyList_Check(notes) && PyList_Append(notes, note) == 0)
+        r = Py_NewRef(Py_None);
+    Py_XDECREF(notes);
+#endif
     Py_DECREF(note);
     if (r == NULL)
-        PyErr_Clear();   /* Python < 3.11 has no add_note: keep the exception bare */
+        PyErr_Clear();   /* an exception that refuses notes propagates bare */
     Py_XDECREF(r);
 }
 
