@@ -134,29 +134,47 @@ note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i, P
     PyErr_Restore(type, value, tb);
 }
 
+/*
+ * The collector's switch.  3.10+: the C API.  3.9: the gc module's builtins,
+ * found in sys.modules (module.c imports gc at load), so that no import hook
+ * -- Python code, and so a possible thread switch -- runs inside the hold
+ * count's read-modify-write below.
+ */
+#if PY_VERSION_HEX < 0x030A0000
+static PyObject *
+gc_call(const char *method)
+{
+    PyObject *gc = PyDict_GetItemString(PyImport_GetModuleDict(), "gc");   /* borrowed */
+    if (gc != NULL)
+        return PyObject_CallMethod(gc, method, NULL);
+    gc = PyImport_ImportModule("gc");   /* someone removed it from sys.modules */
+    PyObject *r = gc ? PyObject_CallMethod(gc, method, NULL) : NULL;
+    Py_XDECREF(gc);
+    return r;
+}
+#endif
+
+/* Switch the collector off; its previous state (1 on, 0 off), or -1. */
 static int
 gc_disable(void)
 {
 #if PY_VERSION_HEX >= 0x030A0000
     return PyGC_Disable();
 #else
-    PyObject *gc = PyImport_ImportModule("gc");
-    if (gc == NULL)
-        return -1;
-    PyObject *r = PyObject_CallMethod(gc, "isenabled", NULL);
+    PyObject *r = gc_call("isenabled");
     int was = r ? PyObject_IsTrue(r) : -1;
     Py_XDECREF(r);
     if (was >= 0) {
-        r = PyObject_CallMethod(gc, "disable", NULL);
+        r = gc_call("disable");
         if (r == NULL)
             was = -1;
         Py_XDECREF(r);
     }
-    Py_DECREF(gc);
     return was;
 #endif
 }
 
+/* Switch it on; keeps any exception that is set.  Never fails. */
 static void
 gc_enable(void)
 {
@@ -164,11 +182,8 @@ gc_enable(void)
     PyGC_Enable();
 #else
     PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);   /* restore even while an error is set */
-    PyObject *gc = PyImport_ImportModule("gc");
-    PyObject *r = gc ? PyObject_CallMethod(gc, "enable", NULL) : NULL;
-    Py_XDECREF(r);
-    Py_XDECREF(gc);
+    PyErr_Fetch(&type, &value, &tb);
+    Py_XDECREF(gc_call("enable"));
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 #endif
@@ -180,7 +195,7 @@ gc_enable(void)
  * loop.  The holders are counted and the last one out restores the state the
  * first one found.  The count lives in the interpreter's dict: the collector
  * is per interpreter, and there may be several instances of this module.
- * All under the GIL.
+ * All under the GIL, with no Python code between reading and writing it.
  */
 #define SHP_GC_HOLD_KEY "spatialhub.profiling.gc_hold"
 
@@ -237,19 +252,25 @@ gc_release(void)
     PyErr_Restore(type, value, tb);
 }
 
-/* A full collection whatever the collector's switch says.  PyGC_Collect()
+/*
+ * A full collection whatever the collector's switch says.  PyGC_Collect()
  * does nothing while the collector is off -- gc.disable() by the user, as
  * benchmark scripts often do, or another run's disable_gc -- and the clean
- * heap before the timed loop is promised in every mode. */
+ * heap before the timed loop is promised in every mode.  gc.collect() works
+ * with the switch off, so the switch is never touched: switching it on for
+ * the collection would let another thread (finalizers can hand the GIL
+ * over) run its disable_gc loop with the collector on, or take the state it
+ * found for "on".
+ */
 static void
 full_collect(void)
 {
 #if PY_VERSION_HEX >= 0x030A0000
-    int was = PyGC_Enable();
-    PyGC_Collect();
-    if (!was)
-        PyGC_Disable();
-#else
+    if (PyGC_IsEnabled()) {
+        PyGC_Collect();
+        return;
+    }
+#endif
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyObject *gc = PyImport_ImportModule("gc");
@@ -258,7 +279,6 @@ full_collect(void)
     Py_XDECREF(gc);
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
-#endif
 }
 
 /* ---- argument parsing ---------------------------------------------------- */
@@ -549,9 +569,12 @@ error_code_of(PyObject *r)
 {
     if (PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) == 1)
         r = PyTuple_GET_ITEM(r, 0);
-    if (PyLong_Check(r) ? PyBool_Check(r) : !PyArray_IsScalar(r, Integer))
-        return NULL;
-    return r;
+    if (PyLong_Check(r))
+        return PyBool_Check(r) ? NULL : r;
+    /* numpy.timedelta64 is an Integer scalar too, but no error code */
+    if (PyArray_IsScalar(r, Integer) && !PyArray_IsScalar(r, Timedelta))
+        return r;
+    return NULL;
 }
 
 static int
@@ -570,14 +593,20 @@ python_sync(call_plan *p, int64_t *t_after)
      * returns one): ignoring it is how a dead sync goes unnoticed. */
     PyObject *code = error_code_of(r);
     if (code != NULL) {
+        /* The value itself decides, any size (a c_uint64 restype gives 2**64-1);
+         * no user code runs: before 3.10 PyNumber_Index hands an int subclass
+         * back as it is, and PyObject_IsTrue would call its __bool__. */
         PyObject *idx = PyNumber_Index(code);
-        int nonzero = idx ? PyObject_IsTrue(idx) : -1;   /* any size: c_uint64 gives 2**64-1 */
+        int overflow = 0;
+        long long v = idx ? PyLong_AsLongLongAndOverflow(idx, &overflow) : -1;
         Py_XDECREF(idx);
-        if (nonzero != 0) {
-            if (nonzero > 0)
-                PyErr_Format(PyExc_RuntimeError,
-                             "sync_fn returned %R: a non-zero integer from a sync hook is taken "
-                             "as an error code (cuCtxSynchronize returns 0 on success)", r);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();   /* not readable as an integer: not an error code */
+        }
+        else if (v != 0 || overflow != 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "sync_fn returned %R: a non-zero integer from a sync hook is taken "
+                         "as an error code (cuCtxSynchronize returns 0 on success)", r);
             Py_DECREF(r);
             return -1;
         }
@@ -670,6 +699,18 @@ progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed
     PyErr_Restore(type, value, tb);
 }
 
+/* Drop what writing to stderr raised -- but not a Ctrl-C that landed in a
+ * Python-level stream (a notebook's): that is re-armed, so the loop's next
+ * signal check stops the run as if it had landed there. */
+static void
+forget_stream_error(void)
+{
+    int interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+    PyErr_Clear();
+    if (interrupted)
+        PyErr_SetInterrupt();
+}
+
 static void
 progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns,
                    int final)
@@ -699,14 +740,14 @@ progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t el
     PyObject *err = PySys_GetObject("stderr");
     Py_XINCREF(err);
     if (err == NULL || err == Py_None || PyFile_WriteString(line, err) < 0) {
-        PyErr_Clear();   /* a broken stderr must not fail the benchmark */
+        forget_stream_error();   /* a broken stderr must not fail the benchmark */
         Py_XDECREF(err);
         pl->mode = 0;
         return;
     }
     PyObject *r = PyObject_CallMethod(err, "flush", NULL);
     if (r == NULL)
-        PyErr_Clear();
+        forget_stream_error();
     Py_XDECREF(r);
     Py_DECREF(err);
     pl->drawn = 1;
@@ -723,11 +764,17 @@ progress_interactive(void)
      * is seen.  (Testing for ipykernel in sys.modules is wrong: importing it,
      * as a test suite may, does not put the process in a notebook.) */
     Py_INCREF(err);
-    PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(err), "__module__");
-    const char *mname = mod != NULL && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
-    int kernel = mname != NULL && strncmp(mname, "ipykernel.", 10) == 0;
-    Py_XDECREF(mod);
-    PyErr_Clear();
+    int kernel = 0;   /* ipykernel's OutStream, or a class derived from it */
+    PyObject *mro = Py_TYPE(err)->tp_mro;
+    Py_XINCREF(mro);   /* a metaclass's attribute lookup could replace it */
+    for (Py_ssize_t i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro) && !kernel; i++) {
+        PyObject *mod = PyObject_GetAttrString(PyTuple_GET_ITEM(mro, i), "__module__");
+        const char *mname = mod != NULL && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        kernel = mname != NULL && strncmp(mname, "ipykernel.", 10) == 0;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
+    Py_XDECREF(mro);
     if (kernel) {
         Py_DECREF(err);
         return 1;
@@ -1112,7 +1159,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         gc_release();
         gc_held = 0;
     }
-    if (pl.drawn)
+    if (pl.drawn && pl.mode != 0)   /* not to a stream that failed */
         progress_draw(&pl, run.n, adaptive ? 0 : o.num_iters, shp_now_ns() - run.start_ns, 1);
     int interrupted = loop_rc < 0 && run.n > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
     if (loop_rc < 0 && !interrupted)

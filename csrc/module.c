@@ -173,6 +173,14 @@ shp_exec(PyObject *m)
     shp_state *st = PyModule_GetState(m);
     if (PyArray_ImportNumPyAPI() < 0)
         return -1;
+#if PY_VERSION_HEX < 0x030A0000
+    /* bench.c switches the collector through gc's builtins in sys.modules
+     * (no C API before 3.10): have it there */
+    PyObject *gc = PyImport_ImportModule("gc");
+    if (gc == NULL)
+        return -1;
+    Py_DECREF(gc);
+#endif
     st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
     shp_stats_prepare_spec();
     shp_gpumem_prepare_spec();

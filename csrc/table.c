@@ -248,6 +248,10 @@ starts_entity(int kind, const void *data, Py_ssize_t i, Py_ssize_t end)
 static PyObject *
 md_text(PyObject *s, md_mode mode)
 {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0)   /* a legacy string made by the old API */
+        return NULL;
+#endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(s), lo = 0, hi = n;
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
@@ -255,7 +259,7 @@ md_text(PyObject *s, md_mode mode)
         lo++;
     while (hi > lo && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, hi - 1)))
         hi--;
-    Py_UCS4 *out = PyMem_Malloc(((size_t)(hi - lo) * 2 + 1) * sizeof(Py_UCS4));
+    Py_UCS4 *out = PyMem_New(Py_UCS4, (size_t)(hi - lo) * 2 + 1);   /* <= 2 out per in */
     if (out == NULL)
         return PyErr_NoMemory();
     Py_ssize_t m = 0;

@@ -306,8 +306,13 @@ def test_the_heap_is_collected_before_the_timed_loop_even_with_the_collector_off
     # the first timed call runs.
     import weakref
 
+    switch_during_collection = []
+
     class Node:
-        pass
+        def __del__(self):
+            # finalizers run inside the collection (and may hand the GIL to
+            # another thread): the switch must read as the user left it
+            switch_during_collection.append(gc.isenabled())
 
     def make_garbage():
         a, b = Node(), Node()
@@ -324,6 +329,7 @@ def test_the_heap_is_collected_before_the_timed_loop_even_with_the_collector_off
         gc.disable()
         run()
         assert not gc.isenabled()   # and the switch is left as it was
+        assert switch_during_collection == [False, False]
     elif setup == "another run holds disable_gc":
         benchmark_callable(run, num_warmup=0, num_iters=1, disable_gc=True)
     else:
@@ -449,6 +455,24 @@ class _FakeKernelStream:
         return False
 
 
+def test_ctrl_c_inside_a_python_stderr_write_stops_the_run(monkeypatch):
+    # A notebook's stderr is Python code: a Ctrl-C can land inside the
+    # progress line's write().  It must stop the run like any other Ctrl-C,
+    # not be swallowed with the stream's other errors.
+    class InterruptedStream(_FakeKernelStream):
+        def write(self, text):
+            if len(self.chunks) == 2:
+                raise KeyboardInterrupt
+            return super().write(text)
+
+    monkeypatch.setattr(sys, "stderr", InterruptedStream())
+    with pytest.raises(BenchmarkInterrupted) as info:
+        benchmark_callable(time.sleep, 0.11, num_warmup=0, num_iters=30, progress=True)
+    assert 2 <= info.value.stats.timed_iters < 30
+    time.sleep(0.01)   # and it is not armed twice: no second Ctrl-C fires after the run
+    sum(range(10000))
+
+
 def _auto_progress_output(monkeypatch, stream):
     monkeypatch.setattr(sys, "stderr", stream)
     # 40 x 60 ms: projected at 2.4 s when auto mode decides (after 0.5 s)
@@ -462,8 +486,11 @@ def test_auto_progress_is_off_when_ipykernel_is_merely_imported(monkeypatch):
     assert _auto_progress_output(monkeypatch, _FakeKernelStream()) == ""
 
 
-def test_auto_progress_is_on_in_a_kernel(monkeypatch):
+@pytest.mark.parametrize("derived", [False, True])
+def test_auto_progress_is_on_in_a_kernel(monkeypatch, derived):
     kernel_stream = type("OutStream", (_FakeKernelStream,), {"__module__": "ipykernel.iostream"})
+    if derived:   # a wrapper some tool derives from the kernel's stream
+        kernel_stream = type("TeeStream", (kernel_stream,), {"__module__": "sometool.io"})
     out = _auto_progress_output(monkeypatch, kernel_stream())
     assert "40/40" in out and out.endswith("\n")
 

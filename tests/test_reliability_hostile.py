@@ -272,13 +272,21 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_ILLEGAL_ADDRESS = 700
 
 
+class TruthyInt(int):
+    """Its __bool__ lies: the verdict must come from the value, and run no user code."""
+
+    def __bool__(self):
+        raise AssertionError("the harness called __bool__ of a sync_fn's return value")
+
+
 @pytest.mark.parametrize("ret, outcome", [
     (None, "ok"), (0, "ok"), (0.0, "ok"), (1.5, "ok"), ("error", "ok"), (b"\x01", "ok"),
     (object(), "ok"), (CUresult.CUDA_SUCCESS, "ok"), (np.int64(0), "ok"), ((0,), "ok"),
     ((CUresult.CUDA_SUCCESS,), "ok"), ((700, "detail"), "ok"), ([700], "ok"),
     # bool is no error code, nor a NumPy bool, float or array (not inspected):
     (True, "ok"), (np.bool_(True), "ok"), (np.float64(700), "ok"), (np.array(700), "ok"),
-    (np.array([1.5, 2.5]), "ok"),
+    (np.array([1.5, 2.5]), "ok"), (np.timedelta64(0), "ok"), (np.timedelta64(5, "ms"), "ok"),
+    (TruthyInt(0), "ok"), (TruthyInt(3), RuntimeError),
     (1, RuntimeError), (-1, RuntimeError), (700, RuntimeError), (2 ** 62, RuntimeError),
     # an IntEnum (cuda-python's CUresult), a NumPy integer, cuda-python's (CUresult,) tuple:
     (CUresult.CUDA_ERROR_ILLEGAL_ADDRESS, RuntimeError), (np.int64(700), RuntimeError),
