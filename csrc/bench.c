@@ -87,24 +87,29 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
         PyErr_Clear();
         return;
     }
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *r = PyObject_CallMethod(exc, "add_note", "O", note);
-#else
-    /* No add_note before 3.11: keep PEP 678's data all the same (a list in
-     * __notes__), which code and tools that read notes find; only the
-     * interpreter's own traceback does not print it there. */
+    /* add_note: BaseException's (3.11+) or the exception's own.  Before 3.11
+     * there is usually none: keep PEP 678's data all the same, a list in
+     * __notes__, which code and tools that read notes find (only the
+     * interpreter's own traceback printout does not show it there). */
     PyObject *r = NULL;
-    PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
-    if (notes == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
-        notes = PyList_New(0);
-        if (notes != NULL && PyObject_SetAttrString(exc, "__notes__", notes) < 0)
-            Py_CLEAR(notes);
+    PyObject *add = PyObject_GetAttrString(exc, "add_note");
+    if (add != NULL) {
+        r = PyObject_CallOneArg(add, note);
+        Py_DECREF(add);
     }
-    if (notes != NULL && PyList_Check(notes) && PyList_Append(notes, note) == 0)
-        r = Py_NewRef(Py_None);
-    Py_XDECREF(notes);
-#endif
+    else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
+        if (notes == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            notes = PyList_New(0);
+            if (notes != NULL && PyObject_SetAttrString(exc, "__notes__", notes) < 0)
+                Py_CLEAR(notes);
+        }
+        if (notes != NULL && PyList_Check(notes) && PyList_Append(notes, note) == 0)
+            r = Py_NewRef(Py_None);
+        Py_XDECREF(notes);
+    }
     Py_DECREF(note);
     if (r == NULL)
         PyErr_Clear();   /* an exception that refuses notes propagates bare */

@@ -155,8 +155,7 @@ def test_a_failing_thread_does_not_disturb_the_others():
 
     assert not run_threads([worker(i) for i in range(4)])
     assert isinstance(out[2], Boom)
-    if hasattr(BaseException, "add_note"):
-        assert out[2].__notes__ == ["benchmark 'w2': raised by func in timed iteration 4 of 10"]
+    assert out[2].__notes__ == ["benchmark 'w2': raised by func in timed iteration 4 of 10"]
     for i in (0, 1, 3):
         assert out[i].timed_iters == 10 and out[i].name == f"w{i}"
 
@@ -440,17 +439,26 @@ def test_subinterpreter_sharing_the_gil_imports_and_benchmarks(tmp_path):
     assert r == {"imported": True, "timed": 5, "table": 2}, r
 
 
+# An "isolated" interpreter: on 3.11 one that refuses subprocesses (and more);
+# from 3.12 one with its own GIL, where only extensions that declare support for
+# a per-interpreter GIL may load.  NumPy does not (it fails to import there), so
+# neither do we: the import must fail with a clean ImportError, not crash.
+OWN_GIL = sys.version_info >= (3, 12)
+
+
 # Regression (fixed in e56d525): env metadata called platform.platform(), whose
 # `uname -p` subprocess isolated sub-interpreters refuse, so every benchmark failed.
+@pytest.mark.skipif(OWN_GIL, reason="3.12+: an isolated interpreter has its own GIL (below)")
 def test_isolated_subinterpreter_imports_and_benchmarks(tmp_path):
     r = _subinterp("isolated", tmp_path)
-    assert r.get("imported") is True, r
     assert r == {"imported": True, "timed": 5, "table": 2}, r
 
 
-def test_isolated_subinterpreter_can_import_the_module(tmp_path):
+@pytest.mark.skipif(not OWN_GIL, reason="a per-interpreter GIL exists from 3.12")
+def test_an_interpreter_with_its_own_gil_refuses_the_import_cleanly(tmp_path):
     r = _subinterp("isolated", tmp_path)
-    assert r.get("imported") is True, r
+    assert "imported" not in r and r["error"].startswith("ImportError("), r
+    assert "does not support loading in subinterpreters" in r["error"], r
 
 
 # ---- CUDA: threads without a current context (fake driver) -----------------------------

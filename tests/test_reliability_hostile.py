@@ -60,15 +60,10 @@ def raiser(at, exc):
     return func
 
 
-HAS_NOTES = hasattr(BaseException, "add_note")      # 3.11+; before, errors carry no note
-
-
 def assert_notes(exc, want):
-    """`want`: the exact list of notes, or a predicate on it (3.11+)."""
+    """`want`: the exact list of notes, or a predicate on it.  Before 3.11 (no
+    add_note) the harness appends to __notes__ itself: the same list."""
     notes = getattr(exc, "__notes__", None)
-    if not HAS_NOTES:
-        assert notes is None
-        return
     if callable(want):
         assert want(notes or []), notes
     else:
@@ -285,7 +280,7 @@ class TruthyInt(int):
     ((CUresult.CUDA_SUCCESS,), "ok"), ((700, "detail"), "ok"), ([700], "ok"),
     # bool is no error code, nor a NumPy bool, float or array (not inspected):
     (True, "ok"), (np.bool_(True), "ok"), (np.float64(700), "ok"), (np.array(700), "ok"),
-    (np.array([1.5, 2.5]), "ok"), (np.timedelta64(0), "ok"), (np.timedelta64(5, "ms"), "ok"),
+    (np.array([1.5, 2.5]), "ok"), (np.timedelta64(0, "ms"), "ok"), (np.timedelta64(5, "ms"), "ok"),
     (TruthyInt(0), "ok"), (TruthyInt(3), RuntimeError),
     (1, RuntimeError), (-1, RuntimeError), (700, RuntimeError), (2 ** 62, RuntimeError),
     # an IntEnum (cuda-python's CUresult), a NumPy integer, cuda-python's (CUresult,) tuple:
@@ -854,6 +849,12 @@ def valgrind_scenarios():
 @pytest.mark.skipif(not VALGRIND or UNDER_SANITIZER or UNDER_VALGRIND or sys.platform != "linux",
                     reason="needs valgrind and an uninstrumented build (the ASan build cannot "
                            "run under valgrind; ASan does not see reads inside libpython)")
+# NumPy 1.x leaves uninitialised words in objects CPython's collector later reads;
+# a collection the harness starts then puts our frame in valgrind's stack (31
+# such reports for `import numpy; gc.collect()` alone with 1.26, 5 with 2.4).
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
+                    reason="valgrind attribution is calibrated on NumPy 2 (1.x: uninitialised "
+                           "object words of NumPy's own, read by the collector)")
 # Regression (fixed in e56d525): borrowed references held across calls into user
 # code -- fields.c shp_fields_equal (==), env.c add_torch, bench.c progress_draw.
 @pytest.mark.parametrize("label", sorted(VALGRIND_SCENARIOS))

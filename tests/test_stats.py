@@ -4,6 +4,7 @@ import dataclasses
 import gc
 import json
 import pickle
+import sys
 import weakref
 
 import numpy as np
@@ -79,11 +80,14 @@ def test_seed_code_using_the_dataclass_protocol_keeps_working(make_stats):
     assert type(r) is BenchmarkStats and r.name == "renamed" and r.mean_ms == s.mean_ms
     with pytest.raises(TypeError):
         dataclasses.replace(s, mean_ms="fast")   # the setters' type checks still apply
-    match s:
-        case BenchmarkStats("m", "CPU", mean):
-            assert mean == s.mean_ms
-        case _:
-            pytest.fail("positional pattern did not match")
+    if sys.version_info >= (3, 10):   # a match statement is a SyntaxError before 3.10
+        ns = {"BenchmarkStats": BenchmarkStats, "s": s}
+        exec(compile("match s:\n"
+                     "    case BenchmarkStats('m', 'CPU', mean):\n"
+                     "        got = mean\n"
+                     "    case _:\n"
+                     "        got = None\n", "<match>", "exec"), ns)
+        assert ns["got"] == s.mean_ms, "positional pattern did not match"
     g = GPUMemoryInfo(total_mb=8.0, free_mb=6.0, used_mb=2.0)
     assert dataclasses.asdict(g) == {"total_mb": 8.0, "free_mb": 6.0, "used_mb": 2.0}
 

@@ -57,7 +57,8 @@ def _declare_dataclass_fields():
     for cls, fields in shapes.items():
         shape = dataclasses.make_dataclass(cls.__name__, fields)
         for attr in ("__dataclass_fields__", "__dataclass_params__", "__match_args__"):
-            setattr(cls, attr, getattr(shape, attr))
+            if hasattr(shape, attr):   # __match_args__: Python 3.10+
+                setattr(cls, attr, getattr(shape, attr))
 
 
 _declare_dataclass_fields()
