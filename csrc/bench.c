@@ -687,23 +687,6 @@ grow(sample_run *run, shp_hwm_window *ram)
     return 0;
 }
 
-/* Draws one progress line.  May run with an exception set (the last line of
- * a run that raised): that exception is put aside and restored untouched,
- * since PyFile_WriteString refuses to write while one is pending and the
- * clean-up below would otherwise clear the user's exception. */
-static void
-progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns,
-                   int final);
-
-static void
-progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns, int final)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    progress_draw_line(pl, i, total, elapsed_ns, final);
-    PyErr_Restore(type, value, tb);
-}
-
 /* Drop what writing to stderr raised -- but not a Ctrl-C that landed in a
  * Python-level stream (a notebook's): that is re-armed, so the loop's next
  * signal check stops the run as if it had landed there. */
@@ -756,6 +739,19 @@ progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t el
     Py_XDECREF(r);
     Py_DECREF(err);
     pl->drawn = 1;
+}
+
+/* Draws one progress line; may run with an exception set (the last line of
+ * a run that raised): that exception is put aside and restored untouched,
+ * since PyFile_WriteString refuses to write while one is pending and the
+ * clean-up in progress_draw_line would otherwise clear the user's exception. */
+static void
+progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns, int final)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    progress_draw_line(pl, i, total, elapsed_ns, final);
+    PyErr_Restore(type, value, tb);
 }
 
 /* Auto mode: on for runs expected to take over 2 s, when someone can see it. */
