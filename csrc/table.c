@@ -218,12 +218,13 @@ replace(PyObject *s, const char *from, const char *to)
  * Line breaks become spaces and the ends are trimmed (Markdown would drop
  * that whitespace, and "** x**" is no longer bold).  Inline, the characters
  * that would start markup are backslash-escaped: ` * [ < $ (Jupyter's math)
- * and ~ always, '_' unless inside a word (GFM's intraword rule makes
- * "vit_b_16" safe, and it stays readable), '&' where it would start an
- * entity, in a heading a '#' after a space, and a backslash that precedes punctuation or ends the text.  In a
- * table cell '|' becomes "\|" (the backslash doubling before it is what
- * keeps "a\|b" one cell).  A code span's text is literal: only its '|' is
- * escaped (GFM removes that backslash before the span is read).
+ * and ~ always; '_' unless inside a word (GFM's intraword rule makes
+ * "vit_b_16" safe, and it stays readable); '&' where it would start an
+ * entity; in a heading, a '#' after a space; and a backslash that precedes
+ * punctuation or ends the text.  In a table cell '|' becomes "\|" (the
+ * backslash doubling before it is what keeps "a\|b" one cell).  A code
+ * span's text is literal: only its '|' is escaped (GFM removes that
+ * backslash before the span is read).
  */
 typedef enum { MD_HEADING, MD_CELL, MD_CODE } md_mode;
 
