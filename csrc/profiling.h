@@ -358,11 +358,11 @@ PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames);
 /* The Markdown / HTML table of one stats object (for Jupyter). */
 PyObject *shp_stats_markdown(shp_state *st, PyObject *stats);
+PyObject *shp_stats_html(shp_state *st, PyObject *stats);
 /* `s` as a bold Markdown table cell that renders as exactly `s` (escaped). */
 PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
-PyObject *shp_stats_html(shp_state *st, PyObject *stats);
 
 /* ---- compare.c ---------------------------------------------------------- */
 
@@ -396,8 +396,9 @@ PyObject *shp_stats_from_samples(PyObject *module, PyObject *const *args,
  * NULL with TypeError "<what> must be an int, not <type>". */
 PyObject *shp_index_arg(PyObject *v, const char *what);
 
-/* Attach "note" to exception `exc` (add_note on 3.11+); keeps the original
- * exception if attaching fails.  Never fails. */
+/* Attach "note" to exception `exc` (its add_note; before 3.11, where there is
+ * usually none, an append to __notes__); keeps the original exception if
+ * attaching fails.  Never fails. */
 void shp_add_note(PyObject *exc, const char *fmt, ...);
 
 #endif /* SHP_PROFILING_H */

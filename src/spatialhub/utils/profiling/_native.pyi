@@ -1,4 +1,5 @@
-from typing import Any, Callable, Iterable, Literal, Optional, SupportsIndex, Union
+from dataclasses import Field
+from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -9,6 +10,8 @@ class BenchmarkInterrupted(KeyboardInterrupt):
     stats: "BenchmarkStats"
 
 class BenchmarkStats:
+    # the seed's dataclass protocol (declared by the package's __init__)
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     name: str
     device: str
     mean_ms: float
@@ -80,6 +83,7 @@ class BenchmarkStats:
     def _repr_html_(self) -> str: ...
 
 class GPUMemoryInfo:
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     total_mb: float
     free_mb: float
     used_mb: float
