@@ -9,11 +9,14 @@ the peak of another.  docs/memory.md and docs/reliability.md say so.
 """
 import json
 import os
+import shutil
+import subprocess
 import sys
 import textwrap
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -276,6 +279,51 @@ def test_sampled_fallback_is_labelled_and_sane():
     finally:
         _native._force_sampled_rss(old)
     assert _native._force_sampled_rss(old) is old
+
+
+@pytest.fixture(scope="module")
+def deny_clear_refs(tmp_path_factory):
+    """An LD_PRELOAD shim under which opening /proc/self/clear_refs fails (EACCES)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("/proc/self/clear_refs and LD_PRELOAD: Linux only")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the shim")
+    src = Path(__file__).resolve().parent / "deny_clear_refs" / "deny_clear_refs.c"
+    out = tmp_path_factory.mktemp("deny") / "deny_clear_refs.so"
+    done = subprocess.run([cc, "-shared", "-fPIC", "-O1", str(src), "-o", str(out), "-ldl"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return str(out)
+
+
+def test_the_real_fallback_when_the_kernel_refuses_the_hwm_reset(deny_clear_refs):
+    # Not the _force_sampled_rss hook: the real open() of /proc/self/clear_refs
+    # fails, as in a sandbox, and memory.c must fall back to sampling by itself.
+    preload = " ".join(p for p in (os.environ.get("LD_PRELOAD", ""), deny_clear_refs) if p)
+    done = run_python("""
+        import json, warnings
+        import numpy as np
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        from spatialhub.utils.profiling._native import _force_sampled_rss
+        assert _force_sampled_rss(False) is False     # the hook is not what is tested
+        try:
+            open("/proc/self/clear_refs", "w")
+            denied = False
+        except PermissionError:
+            denied = True
+        held = []
+        def keep_8mb():
+            a = np.ones(2**20); a[::512] = 2.0; held.append(a)
+        s = benchmark_callable(keep_8mb, num_warmup=0, num_iters=20)
+        print(json.dumps({"denied": denied, "method": s.ram_peak_method, "mb": s.ram_delta_mb}))
+    """, env={"LD_PRELOAD": preload})
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.splitlines()[-1])
+    assert r["denied"] is True, r
+    assert r["method"] == "sampled", r
+    assert 120 <= r["mb"] <= 400, r      # 20 x 8 MiB kept
 
 
 # ---- fork ---------------------------------------------------------------------------
