@@ -688,18 +688,18 @@ grow(sample_run *run, shp_hwm_window *ram)
 }
 
 /* Drop what writing to stderr raised -- but not a Ctrl-C that landed in a
- * Python-level stream (a notebook's): that is re-armed, so the loop's next
- * signal check stops the run as if it had landed there. */
-static void
+ * Python-level stream (a notebook's): that stays set, and -1 says so. */
+static int
 forget_stream_error(void)
 {
-    int interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+        return -1;
     PyErr_Clear();
-    if (interrupted)
-        PyErr_SetInterrupt();
+    return 0;
 }
 
-static void
+/* 0, or -1 with a KeyboardInterrupt set (from the stream's own code). */
+static int
 progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns,
                    int final)
 {
@@ -728,29 +728,33 @@ progress_draw_line(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t el
     PyObject *err = PySys_GetObject("stderr");
     Py_XINCREF(err);
     if (err == NULL || err == Py_None || PyFile_WriteString(line, err) < 0) {
-        forget_stream_error();   /* a broken stderr must not fail the benchmark */
         Py_XDECREF(err);
-        pl->mode = 0;
-        return;
+        pl->mode = 0;   /* a broken stderr must not fail the benchmark */
+        return err == NULL || err == Py_None ? 0 : forget_stream_error();
     }
     PyObject *r = PyObject_CallMethod(err, "flush", NULL);
-    if (r == NULL)
-        forget_stream_error();
+    int rc = r == NULL ? forget_stream_error() : 0;
     Py_XDECREF(r);
     Py_DECREF(err);
     pl->drawn = 1;
+    return rc;
 }
 
-/* Draws one progress line; may run with an exception set (the last line of
- * a run that raised): that exception is put aside and restored untouched,
- * since PyFile_WriteString refuses to write while one is pending and the
- * clean-up in progress_draw_line would otherwise clear the user's exception. */
+/* The closing line, after the loop; may run with an exception set (a run
+ * that raised): that exception is put aside and restored untouched, since
+ * PyFile_WriteString refuses to write while one is pending and the clean-up
+ * in progress_draw_line would otherwise clear the user's exception.  A
+ * Ctrl-C in the stream here comes too late to stop anything: it is re-armed
+ * (where Python handles SIGINT), to reach the caller as if it came next. */
 static void
-progress_draw(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns, int final)
+progress_close(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    progress_draw_line(pl, i, total, elapsed_ns, final);
+    if (progress_draw_line(pl, i, total, elapsed_ns, 1) < 0) {
+        PyErr_Clear();
+        PyErr_SetInterrupt();
+    }
     PyErr_Restore(type, value, tb);
 }
 
@@ -789,24 +793,27 @@ progress_interactive(void)
     return tty > 0;
 }
 
-static void
+/* Between timed iterations.  0, or -1 with a KeyboardInterrupt set: a
+ * Ctrl-C that landed in the stream's write() stops the run like one landing
+ * anywhere else between iterations. */
+static int
 progress_tick(progress_line *pl, Py_ssize_t i, Py_ssize_t total, int64_t now, int64_t start)
 {
     if (pl == NULL || pl->mode == 0)
-        return;
+        return 0;
     int64_t el = now - start;
     if (pl->mode < 0) {
         if (el < 500000000LL)
-            return;   /* decide after 0.5 s, from the rate so far */
+            return 0;   /* decide after 0.5 s, from the rate so far */
         double projected = total > 0 && i > 0 ? (double)el / (double)i * (double)total : 3e9;
         pl->mode = projected > 2e9 && progress_interactive();
         if (pl->mode == 0)
-            return;
+            return 0;
     }
     if (now - pl->last_ns < SHP_PROGRESS_PERIOD_NS && pl->drawn)
-        return;
+        return 0;
     pl->last_ns = now;
-    progress_draw(pl, i, total, el, 0);
+    return progress_draw_line(pl, i, total, el, 0);
 }
 
 /* Between iterations (never inside t0..t1): memory telemetry, release the
@@ -886,9 +893,9 @@ timed_loop(call_plan *p, sample_run *run, Py_ssize_t min_iters, double target,
         /* ---- outside the timed region ---- */
         run->samples[i] = (double)(t1 - t0);
         run->n = i + 1;
-        if (after_call(p, r, ram, vram, run) < 0)
+        if (after_call(p, r, ram, vram, run) < 0 ||
+            progress_tick(pl, i + 1, total, t1, run->start_ns) < 0)
             return -1;
-        progress_tick(pl, i + 1, total, t1, run->start_ns);
     }
     return 0;
 }
@@ -1161,7 +1168,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         gc_held = 0;
     }
     if (pl.drawn && pl.mode != 0)   /* not to a stream that failed */
-        progress_draw(&pl, run.n, adaptive ? 0 : o.num_iters, shp_now_ns() - run.start_ns, 1);
+        progress_close(&pl, run.n, adaptive ? 0 : o.num_iters, shp_now_ns() - run.start_ns);
     int interrupted = loop_rc < 0 && run.n > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
     if (loop_rc < 0 && !interrupted)
         goto done;
