@@ -81,6 +81,10 @@ shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t 
                     uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
                     double *ratio, double *lo, double *hi)
 {
+    if (na < 1 || nb < 1) {   /* a median of nothing reads outside the buffer */
+        PyErr_SetString(PyExc_ValueError, "a bootstrap comparison needs samples on both sides");
+        return -1;
+    }
     Py_ssize_t nmax = na > nb ? na : nb;
     double *buf = PyMem_Malloc((size_t)nmax * sizeof(double));
     double *ratios = PyMem_Malloc((size_t)resamples * sizeof(double));
@@ -317,7 +321,7 @@ check_stats(shp_state *st, PyObject *o, const char *what)
     shp_Stats *s = (shp_Stats *)o;
     if (s->samples == NULL || s->nsamples < 1) {
         PyErr_Format(PyExc_ValueError,
-                     "%s has no raw samples (samples_ms is None): compare needs the stats "
+                     "%s has no raw samples (samples_ms is None or empty): compare needs the stats "
                      "returned by benchmark_callable, or built with samples_ms=...", what);
         return -1;
     }

@@ -119,7 +119,9 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
     }
     double ratio = s->median_ms / base->median_ms, ma, mb, lo, hi;
     const char *verdict = NULL;
-    int have_samples = s->samples != NULL && base->samples != NULL;
+    /* an empty samples_ms is no samples: its "median" would be read before the buffer */
+    int have_samples = s->samples != NULL && base->samples != NULL &&
+                       s->nsamples > 0 && base->nsamples > 0;
     int have_ci = !isnan(s->ci95_low_ms) && !isnan(base->ci95_low_ms) && base->ci95_low_ms > 0;
     if (have_ci && (!have_samples || base->nsamples + s->nsamples > 20000)) {
         /* No raw samples (a stats loaded from JSON), or so many that a

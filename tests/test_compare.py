@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spatialhub.utils.profiling import (BenchmarkStats, Comparison, benchmark_callable,
-                                        compare_benchmarks)
+                                        compare_benchmarks, format_benchmark_table)
 from spatialhub.utils.profiling import _native
 
 
@@ -84,3 +84,17 @@ def test_html_shows_the_same_cells_as_the_markdown():
                      f"{c.candidate_median_ms:.4f}", f"{c.ratio:.3f}x",
                      f"[{c.ci95_low:.3f}, {c.ci95_high:.3f}]", "<b>slower</b>"]
     assert md_cells[2:6] == cells[2:6] and md_cells[6] == "**slower**"
+
+
+def test_an_empty_samples_ms_counts_as_no_samples():
+    # Regression (CI's ASan run, session 2): the baseline column bootstrapped an
+    # empty sample and read the "median" from before its buffer ("0.00x faster",
+    # "infx same", or a heap-buffer-overflow under ASan).
+    empty = BenchmarkStats(**_SEED, samples_ms=[])
+    full = BenchmarkStats(**_SEED, samples_ms=[1.0, 2.0, 3.0])
+    for rows, base in (([full, empty], full), ([empty, full], empty)):
+        last = format_benchmark_table(rows, baseline=base).splitlines()[-1]
+        assert last.endswith("| 1.00x |"), last   # the ratio of medians, no verdict to give
+    for a, b in ((empty, full), (full, empty)):
+        with pytest.raises(ValueError, match="no raw samples"):
+            compare_benchmarks(a, b)
