@@ -72,20 +72,29 @@ FAKE_CUDA_PRELUDE = textwrap.dedent(
 )
 
 
+def build_test_library(src, tmp_path_factory, name, what, libs=()):
+    """Compile the test-only C file `src` into a shared library; its path.
+
+    Skips off Linux (the libraries are loaded with dlopen / LD_PRELOAD) and
+    without a C compiler; `what` names the library in those messages."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{what} is built and loaded on Linux only")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip(f"no C compiler to build {what}")
+    out = tmp_path_factory.mktemp(Path(name).stem) / name
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-pthread", str(src), "-o", str(out), *libs]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"building {what} failed:\n{done.stderr}")
+    return str(out)
+
+
 @pytest.fixture(scope="session")
 def fake_cuda_lib(tmp_path_factory):
     """Path of the compiled fake libcuda (skips when no C compiler)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the fake CUDA driver is built and loaded on Linux only")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    out = tmp_path_factory.mktemp("fake_cuda") / "libfakecuda.so"
-    cmd = [cc, "-shared", "-fPIC", "-O1", "-pthread", str(_FAKE_SRC), "-o", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"building the fake CUDA driver failed:\n{done.stderr}")
-    return str(out)
+    return build_test_library(_FAKE_SRC, tmp_path_factory, "libfakecuda.so",
+                              "the fake CUDA driver")
 
 
 def run_with_fake_cuda(lib, code, *, env=None, timeout=120):

@@ -9,8 +9,6 @@ the peak of another.  docs/memory.md and docs/reliability.md say so.
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 import textwrap
 import threading
@@ -284,17 +282,10 @@ def test_sampled_fallback_is_labelled_and_sane():
 @pytest.fixture(scope="module")
 def deny_clear_refs(tmp_path_factory):
     """An LD_PRELOAD shim under which opening /proc/self/clear_refs fails (EACCES)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("/proc/self/clear_refs and LD_PRELOAD: Linux only")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the shim")
+    from cuda_support import build_test_library
     src = Path(__file__).resolve().parent / "deny_clear_refs" / "deny_clear_refs.c"
-    out = tmp_path_factory.mktemp("deny") / "deny_clear_refs.so"
-    done = subprocess.run([cc, "-shared", "-fPIC", "-O1", str(src), "-o", str(out), "-ldl"],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return str(out)
+    return build_test_library(src, tmp_path_factory, "deny_clear_refs.so",
+                              "the clear_refs shim", libs=["-ldl"])
 
 
 def test_the_real_fallback_when_the_kernel_refuses_the_hwm_reset(deny_clear_refs):
