@@ -16,9 +16,16 @@ def knob(name):
     return os.environ.get(name, "") not in ("", "0")
 
 
+# In layer order (csrc/profiling.h has the map): leaves, computation, fields,
+# rendering, Python types, the run, the module.
 SOURCES = [
-    "bench.c", "clock.c", "compare.c", "cuda.c", "env.c", "fields.c",
-    "memory.c", "module.c", "stats.c", "summary.c", "table.c",
+    "clock.c", "memory.c", "cuda.c", "args.c", "device.c", "notes.c", "env.c",
+    "summary.c", "bootstrap.c", "markup.c",
+    "fields.c",
+    "table.c",
+    "stats.c", "gpumem.c", "compare.c", "cudasync.c",
+    "sync.c", "progress.c", "gcguard.c", "loop.c", "bench.c",
+    "module.c",
 ]
 
 compile_args, link_args, libraries = [], [], []

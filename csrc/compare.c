@@ -1,120 +1,13 @@
 /*
  * compare.c -- compare_benchmarks and the Comparison type.
  *
- * "Is B faster than A?" answered with an interval, not two means: the
- * ratio of medians (candidate / baseline) with a percentile-bootstrap 95%
- * confidence interval, resampling both sample sets.  The generator is
- * seeded (xoshiro256**), so the same inputs always give the same verdict.
+ * The statistics are bootstrap.c's; this file is the Python face: the
+ * result type (table-driven fields, fields.c) and the module function.
  */
 #include "profiling.h"
 
 #include <math.h>
 #include <string.h>
-
-/* ---- generator --------------------------------------------------------- */
-
-typedef struct { uint64_t s[4]; } rng;
-
-static uint64_t
-splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static void
-rng_seed(rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static inline uint64_t
-rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t
-rng_next(rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-/* Uniform index in [0, n): 53 random bits scaled; the bias is < n / 2^53. */
-static inline Py_ssize_t
-rng_index(rng *r, Py_ssize_t n)
-{
-    Py_ssize_t i = (Py_ssize_t)((double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0) * (double)n);
-    return i < n ? i : n - 1;
-}
-
-static double
-resampled_median(rng *r, const double *x, Py_ssize_t n, double *buf)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        buf[i] = x[rng_index(r, n)];
-    return shp_percentile_inplace(buf, n, 0.5);
-}
-
-const char *
-shp_verdict(double lo, double hi)
-{
-    if (hi < 1.0)
-        return "faster";
-    if (lo > 1.0)
-        return "slower";
-    return "same";
-}
-
-int
-shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
-                    uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
-                    double *ratio, double *lo, double *hi)
-{
-    if (na < 1 || nb < 1) {   /* a median of nothing reads outside the buffer */
-        PyErr_SetString(PyExc_ValueError, "a bootstrap comparison needs samples on both sides");
-        return -1;
-    }
-    Py_ssize_t nmax = na > nb ? na : nb;
-    double *buf = PyMem_Malloc((size_t)nmax * sizeof(double));
-    double *ratios = PyMem_Malloc((size_t)resamples * sizeof(double));
-    if (buf == NULL || ratios == NULL) {
-        PyMem_Free(buf);
-        PyMem_Free(ratios);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(buf, a, (size_t)na * sizeof(double));
-    double ma = shp_percentile_inplace(buf, na, 0.5);
-    memcpy(buf, b, (size_t)nb * sizeof(double));
-    double mb = shp_percentile_inplace(buf, nb, 0.5);
-    *med_a = ma;
-    *med_b = mb;
-    *ratio = mb / ma;
-
-    rng r;
-    rng_seed(&r, seed ^ 0x5eedb0075eedULL);
-    for (Py_ssize_t i = 0; i < resamples; i++) {
-        double ra = resampled_median(&r, a, na, buf);
-        double rb = resampled_median(&r, b, nb, buf);
-        ratios[i] = rb / ra;
-    }
-    *lo = shp_percentile_inplace(ratios, resamples, 0.025);
-    *hi = shp_percentile_inplace(ratios, resamples, 0.975);
-    PyMem_Free(buf);
-    PyMem_Free(ratios);
-    return 0;
-}
 
 /* ---- the Comparison type ------------------------------------------------ */
 
@@ -310,19 +203,19 @@ PyType_Spec shp_comparison_spec = {
 
 /* ---- compare_benchmarks ------------------------------------------------- */
 
+#define FN "compare_benchmarks()"
+
 static int
 check_stats(shp_state *st, PyObject *o, const char *what)
 {
-    if (!PyObject_TypeCheck(o, st->stats_type)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a BenchmarkStats, not %.100s", what,
-                     Py_TYPE(o)->tp_name);
-        return -1;
-    }
+    if (!PyObject_TypeCheck(o, st->stats_type))
+        return shp_arg_type_error(FN, what, "a BenchmarkStats", o);
     shp_Stats *s = (shp_Stats *)o;
     if (s->samples == NULL || s->nsamples < 1) {
         PyErr_Format(PyExc_ValueError,
-                     "%s has no raw samples (samples_ms is None or empty): compare needs the stats "
-                     "returned by benchmark_callable, or built with samples_ms=...", what);
+                     FN ": %s has no raw samples (samples_ms is None or empty): compare needs "
+                     "the stats returned by benchmark_callable, or built with samples_ms=...",
+                     what);
         return -1;
     }
     return 0;
@@ -334,34 +227,14 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 {
     shp_state *st = PyModule_GetState(module);
     static const char *const names[] = {"baseline", "candidate", "resamples", "seed"};
-    PyObject *v[4] = {NULL, NULL, NULL, NULL};
-    if (nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "compare_benchmarks() takes 2 positional arguments");
+    static const shp_argspec spec = {"compare_benchmarks", names, 4, 2, 2, 0};
+    PyObject *v[4];
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        int j;
-        for (j = 0; j < 4; j++)
-            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
-                break;
-        if (j == 4 || v[j] != NULL) {
-            PyErr_Format(PyExc_TypeError, "compare_benchmarks() got %s keyword argument %R",
-                         j == 4 ? "an unexpected" : "a repeated", key);
-            return NULL;
-        }
-        v[j] = args[nargs + k];
-    }
-    if (v[0] == NULL || v[1] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "compare_benchmarks() needs baseline and candidate");
-        return NULL;
-    }
     Py_ssize_t resamples = 2000;
     unsigned long long seed = 0;
     if (v[2] != NULL) {
-        PyObject *idx = shp_index_arg(v[2], "resamples");
+        PyObject *idx = shp_arg_index(v[2], FN, "resamples");
         if (idx == NULL)
             return NULL;
         resamples = PyLong_AsSsize_t(idx);
@@ -369,12 +242,13 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         if (resamples == -1 && PyErr_Occurred())
             return NULL;
         if (resamples < 100 || resamples > 1000000) {
-            PyErr_Format(PyExc_ValueError, "resamples must be in [100, 1000000], got %zd", resamples);
+            PyErr_Format(PyExc_ValueError, FN ": resamples must be in [100, 1000000], got %zd",
+                         resamples);
             return NULL;
         }
     }
     if (v[3] != NULL) {
-        PyObject *idx = shp_index_arg(v[3], "seed");
+        PyObject *idx = shp_arg_index(v[3], FN, "seed");
         if (idx == NULL)
             return NULL;
         seed = PyLong_AsUnsignedLongLongMask(idx);

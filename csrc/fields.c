@@ -69,39 +69,19 @@ shp_field_get(PyObject *self, const shp_field *f)
 static int
 type_error(PyObject *self, const shp_field *f, const char *want, PyObject *value)
 {
-    PyErr_Format(PyExc_TypeError, "%s.%s must be %s, not %.100s",
-                 shp_type_short_name(Py_TYPE(self)), f->name, want,
-                 Py_TYPE(value)->tp_name);
-    return -1;
+    return shp_arg_type_error(shp_type_short_name(Py_TYPE(self)), f->name, want, value);
 }
 
-/* A real number: int, float, or anything with __float__ / __index__, but
- * never a str (float("1.5") parsing is not what a field means). */
-static int
-as_real(PyObject *self, const shp_field *f, PyObject *value, double *out)
-{
-    PyNumberMethods *nb = Py_TYPE(value)->tp_as_number;
-    if (!(PyFloat_Check(value) || PyLong_Check(value) ||
-          (nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL))))
-        return type_error(self, f, "a real number", value);
-    double d = PyFloat_AsDouble(value);
-    if (d == -1.0 && PyErr_Occurred())
-        return -1;
-    *out = d;
-    return 0;
-}
-
+/* A count: an int (args.c's rule) >= 0. */
 static int
 as_count(PyObject *self, const shp_field *f, PyObject *value, Py_ssize_t *out)
 {
-    if (!PyIndex_Check(value) || PyBool_Check(value))
-        return type_error(self, f, "an int", value);
-    Py_ssize_t n = PyNumber_AsSsize_t(value, PyExc_OverflowError);
-    if (n == -1 && PyErr_Occurred())
+    const char *tn = shp_type_short_name(Py_TYPE(self));
+    Py_ssize_t n;
+    if (shp_arg_ssize(value, tn, f->name, &n) < 0)
         return -1;
     if (n < 0) {
-        PyErr_Format(PyExc_ValueError, "%s.%s must be >= 0, got %zd",
-                     shp_type_short_name(Py_TYPE(self)), f->name, n);
+        PyErr_Format(PyExc_ValueError, "%s.%s must be >= 0, got %zd", tn, f->name, n);
         return -1;
     }
     *out = n;
@@ -144,7 +124,7 @@ shp_field_set(PyObject *self, const shp_field *f, PyObject *value)
             AS_DBL(self, f) = NAN;
             return 0;
         }
-        if (as_real(self, f, value, &d) < 0)
+        if (shp_arg_real(value, shp_type_short_name(Py_TYPE(self)), f->name, &d) < 0)
             return -1;
         AS_DBL(self, f) = d;
         return 0;

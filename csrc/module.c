@@ -1,6 +1,10 @@
 /*
  * module.c -- spatialhub.utils.profiling._native: init, methods, state.
  *
+ * The top layer: wires every file's entry points into the method table and
+ * the types into the module; the small module functions and test hooks
+ * live here too.
+ *
  * Multi-phase initialisation with all mutable state in the module state
  * (types, exceptions, the loaded CUDA table, cached figures), so the module
  * can be imported in sub-interpreters and re-imported after it is dropped.
@@ -11,33 +15,7 @@
 
 #include <numpy/arrayobject.h>
 
-static struct PyModuleDef shp_module_def;
-
-shp_state *
-shp_state_from_type(PyTypeObject *type)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *m = PyType_GetModuleByDef(type, &shp_module_def);
-    return m ? (shp_state *)PyModule_GetState(m) : NULL;
-#else
-    /* Subclasses defined in Python have no module: walk to our base. */
-    PyObject *mro = type->tp_mro;
-    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
-        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
-            continue;
-        PyObject *m = PyType_GetModule(t);
-        if (m == NULL) {
-            PyErr_Clear();
-            continue;
-        }
-        if (PyModule_GetDef(m) == &shp_module_def)
-            return (shp_state *)PyModule_GetState(m);
-    }
-    PyErr_SetString(PyExc_TypeError, "type does not come from spatialhub's native module");
-    return NULL;
-#endif
-}
+#include <math.h>
 
 /* ---- small module functions --------------------------------------------- */
 
@@ -91,6 +69,59 @@ shp_overhead_ms(PyObject *module, PyObject *unused)
         Py_RETURN_NONE;
     return PyFloat_FromDouble(st->overhead_ns[0] / 1e6);
 }
+
+/* Test hook: summary of an arbitrary sample sequence, as BenchmarkStats. */
+static PyObject *
+shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames)
+{
+    shp_state *st = PyModule_GetState(module);
+    static const char *const names[] = {"samples_ms"};
+    static const shp_argspec spec = {"_stats_from_samples", names, 1, 1, 1, 0};
+    PyObject *samples_ms;
+    if (shp_args_parse(&spec, args, nargs, kwnames, &samples_ms) < 0)
+        return NULL;
+    double *buf = NULL, *scratch = NULL;
+    Py_ssize_t n = 0;
+    if (shp_samples_from_object(samples_ms, &buf, &n) < 0)
+        return NULL;
+    if (n < 1) {
+        PyMem_Free(buf);
+        PyErr_SetString(PyExc_ValueError, "_stats_from_samples needs at least one sample");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!isfinite(buf[i])) {
+            PyMem_Free(buf);
+            PyErr_Format(PyExc_ValueError, "sample %zd is not finite", i);
+            return NULL;
+        }
+    }
+    scratch = PyMem_Malloc((size_t)n * sizeof(double));
+    shp_Stats *s = scratch ? shp_stats_alloc(st) : NULL;
+    if (s == NULL) {
+        PyMem_Free(buf);
+        PyMem_Free(scratch);
+        return scratch ? NULL : PyErr_NoMemory();
+    }
+    shp_summary sm;
+    shp_summarize(buf, n, scratch, &sm);
+    PyMem_Free(scratch);
+    shp_stats_apply_summary(s, &sm);
+    if (shp_stats_adopt_samples(s, buf, n) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->timed_iters = n;
+    s->name = PyUnicode_FromString("samples");
+    s->device = PyUnicode_FromString("CPU");
+    if (s->name == NULL || s->device == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return (PyObject *)s;
+}
+
 
 #define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
@@ -174,7 +205,7 @@ shp_exec(PyObject *m)
     if (PyArray_ImportNumPyAPI() < 0)
         return -1;
 #if PY_VERSION_HEX < 0x030A0000
-    /* bench.c switches the collector through gc's builtins in sys.modules
+    /* gcguard.c switches the collector through gc's builtins in sys.modules
      * (no C API before 3.10): have it there */
     PyObject *gc = PyImport_ImportModule("gc");
     if (gc == NULL)
@@ -182,9 +213,6 @@ shp_exec(PyObject *m)
     Py_DECREF(gc);
 #endif
     st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
-    shp_stats_prepare_spec();
-    shp_gpumem_prepare_spec();
-    shp_comparison_prepare_spec();
     if (add_type(m, &shp_stats_spec, NULL, &st->stats_type) < 0 ||
         add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
         add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||
@@ -254,10 +282,17 @@ shp_free(void *m)
 
 static PyModuleDef_Slot shp_slots[] = {
     {Py_mod_exec, shp_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Sub-interpreters that share the main GIL may import it (all state is
+     * per module; the getset tables are built once, under that GIL); one
+     * with its own GIL may not: NumPy, which every result uses, does not
+     * support that, and neither do our process-wide tables. */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
     {0, NULL},
 };
 
-static struct PyModuleDef shp_module_def = {
+struct PyModuleDef shp_module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "spatialhub.utils.profiling._native",
     .m_doc = "Native core of spatialhub.utils.profiling: timing loop, statistics, memory, CUDA.",
@@ -272,5 +307,15 @@ static struct PyModuleDef shp_module_def = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
+    /* The types' getset tables are static data filled from the field
+     * tables: once per process (every interpreter that imports the module
+     * runs this, under the one GIL they share). */
+    static int prepared = 0;
+    if (!prepared) {
+        shp_stats_prepare_spec();
+        shp_gpumem_prepare_spec();
+        shp_comparison_prepare_spec();
+        prepared = 1;
+    }
     return PyModuleDef_Init(&shp_module_def);
 }

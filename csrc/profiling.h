@@ -1,23 +1,47 @@
 /*
  * profiling.h -- the one internal header of spatialhub.utils.profiling._native.
  *
- * What lives where:
- *   module.c   module init (multi-phase), method table, module state
- *   bench.c    benchmark_callable: argument checks, warm-up, timed loop
- *   clock.c    monotonic nanosecond clock (the clock of time.perf_counter)
- *   cuda.c     CUDA Driver API loaded at run time: sync, VRAM, device info
- *   memory.c   process RSS and the windowed peak-RSS (high-water mark)
- *   fields.c   table-driven attributes shared by the result types
- *   stats.c    BenchmarkStats and GPUMemoryInfo types
- *   compare.c  compare_benchmarks and the Comparison type
- *   summary.c  order statistics, percentiles, mean/std, CI of the median
- *   table.c    format_benchmark_table (Markdown)
- *   env.c      environment metadata attached to every result
+ * The files are layers; a file calls only files in the layers above it in
+ * this list (never one below, never in a circle: tests/test_layering.py
+ * reads the sources and fails on a call cycle or a .c file over 620 lines).
+ *
+ *  0. leaves -- the platform and plain C-API helpers; call no other file
+ *     (env.c: only the clock)
+ *     clock.c     monotonic nanosecond clock (the clock of time.perf_counter)
+ *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
+ *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
+ *     args.c      every argument conversion and the one keyword parser
+ *     device.c    what a device label means (CPU / CUDA[:n] / providers / MPS)
+ *     notes.c     PEP 678 notes on a user's exception
+ *     env.c       the environment record attached to every result
+ *  1. computation -- pure functions on C arrays or strings
+ *     summary.c   order statistics, percentiles, mean/std, CI of the median
+ *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
+ *     markup.c    Markdown / HTML escaping
+ *  2. fields.c    table-driven attributes shared by the result types
+ *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
+ *                 the result structs below, calls none of their functions)
+ *  4. Python types -- one type (and its module functions) per file
+ *     stats.c     BenchmarkStats
+ *     gpumem.c    GPUMemoryInfo
+ *     compare.c   the Comparison type and compare_benchmarks
+ *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
+ *  5. the run
+ *     sync.c      what synchronises each iteration; calling a Python sync
+ *     progress.c  the progress line on stderr
+ *     gcguard.c   the collector held off / collected around the timed loop
+ *     loop.c      the warm-up and timed loops, the sample buffers
+ *     bench.c     benchmark_callable: options, the overhead floor, the result
+ *  6. module.c    module init, method table, module state, test hooks
+ *
+ * Where a new concern goes: docs/decisions.md ("Layers").
  *
  * Conventions (see STYLE.md): functions that can fail return 0 / -1 (or NULL)
  * with a Python exception set, unless their comment says otherwise.  Times
  * are integer nanoseconds inside the extension; milliseconds only at the
  * edges (the sample buffer is converted once, when the summary is made).
+ * Arguments follow one rule set (args.c); messages read
+ * "<function>(): <param> must be <what>, not <type>".
  */
 #ifndef SHP_PROFILING_H
 #define SHP_PROFILING_H
@@ -57,60 +81,9 @@ shp_newref(PyObject *o)
 #define SHP_MIB (1024.0 * 1024.0)
 #define SHP_MAX_CUDA_DEVICES 64
 
-/* ---- CUDA driver table (cuda.c) ---------------------------------------- */
-
-/* Just enough of the driver ABI to dlopen it: opaque handles and ints. */
-typedef int shp_CUresult;
-typedef int shp_CUdevice;
-typedef struct shp_CUctx_st *shp_CUcontext;
-
-typedef struct {
-    void *lib;                 /* dlopen / LoadLibrary handle, NULL if not loaded */
-    int load_state;            /* 0 not tried, 1 ready, -1 unavailable */
-    shp_CUresult init_result;  /* result of cuInit(0) (0 = CUDA_SUCCESS) */
-    char why[256];             /* when unavailable: the reason, for messages */
-    int driver_version;        /* cuDriverGetVersion, 0 if unknown */
-    int device_count;
-    /* required */
-    shp_CUresult (*cuInit)(unsigned int);
-    shp_CUresult (*cuDeviceGetCount)(int *);
-    shp_CUresult (*cuDeviceGet)(shp_CUdevice *, int);
-    shp_CUresult (*cuCtxGetCurrent)(shp_CUcontext *);
-    shp_CUresult (*cuCtxPushCurrent)(shp_CUcontext);      /* _v2 */
-    shp_CUresult (*cuCtxPopCurrent)(shp_CUcontext *);     /* _v2 */
-    shp_CUresult (*cuDevicePrimaryCtxRetain)(shp_CUcontext *, shp_CUdevice);
-    shp_CUresult (*cuDevicePrimaryCtxRelease)(shp_CUdevice); /* _v2 */
-    shp_CUresult (*cuCtxSynchronize)(void);
-    shp_CUresult (*cuMemGetInfo)(size_t *, size_t *);     /* _v2 */
-    /* optional: missing ones degrade gracefully */
-    shp_CUresult (*cuDriverGetVersion)(int *);
-    shp_CUresult (*cuDeviceGetName)(char *, int, shp_CUdevice);
-    shp_CUresult (*cuCtxGetDevice)(shp_CUdevice *);
-    shp_CUresult (*cuGetErrorName)(shp_CUresult, const char **);
-    shp_CUresult (*cuGetErrorString)(shp_CUresult, const char **);
-    /* primary contexts this module retained, released at module teardown */
-    shp_CUcontext primary[SHP_MAX_CUDA_DEVICES];
-} shp_cuda;
-
-/* ---- module state (module.c) ------------------------------------------- */
-
-struct shp_hwm_window;
-
-typedef struct {
-    PyTypeObject *stats_type;       /* BenchmarkStats */
-    PyTypeObject *gpumem_type;      /* GPUMemoryInfo */
-    PyTypeObject *comparison_type;  /* Comparison */
-    PyTypeObject *cuda_sync_type;   /* CudaSync (what get_cuda_sync_fn returns) */
-    PyObject *warning;              /* BenchmarkWarning (UserWarning) */
-    PyObject *interrupted;          /* BenchmarkInterrupted (KeyboardInterrupt) */
-    PyObject *noop;                 /* native no-op used to measure overhead */
-    PyObject *env_static;           /* cached part of the environment dict */
-    double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
-    shp_cuda cuda;
-} shp_state;
-
-/* The state of the module that defined `type` (or one of its bases). */
-shp_state *shp_state_from_type(PyTypeObject *type);
+/* ======================================================================== */
+/* 0. leaves                                                                */
+/* ======================================================================== */
 
 /* ---- clock.c ------------------------------------------------------------ */
 
@@ -156,15 +129,91 @@ const char *shp_peak_method_name(shp_peak_method m);
 /* Test hook: when set, the HWM reset is reported as unavailable. */
 extern int shp_force_sampled_rss;
 
-/* ---- cuda.c ------------------------------------------------------------- */
+/* ---- cuda.c: the driver table ------------------------------------------ */
 
-/*
- * Parse a device label.  Returns 1 if it names a CUDA device (contains
- * "cuda", any case), 0 if not; *ordinal receives the ordinal after a colon
- * ("cuda:1") or -1 when none was given.  -1 with ValueError for a malformed
- * ordinal ("cuda:x").
- */
-int shp_cuda_parse_device(const char *device, int *ordinal);
+/* Just enough of the driver ABI to dlopen it: opaque handles and ints. */
+typedef int shp_CUresult;
+typedef int shp_CUdevice;
+typedef struct shp_CUctx_st *shp_CUcontext;
+
+typedef struct {
+    void *lib;                 /* dlopen / LoadLibrary handle, NULL if not loaded */
+    int load_state;            /* 0 not tried, 1 ready, -1 unavailable */
+    shp_CUresult init_result;  /* result of cuInit(0) (0 = CUDA_SUCCESS) */
+    char why[256];             /* when unavailable: the reason, for messages */
+    int driver_version;        /* cuDriverGetVersion, 0 if unknown */
+    int device_count;
+    /* required */
+    shp_CUresult (*cuInit)(unsigned int);
+    shp_CUresult (*cuDeviceGetCount)(int *);
+    shp_CUresult (*cuDeviceGet)(shp_CUdevice *, int);
+    shp_CUresult (*cuCtxGetCurrent)(shp_CUcontext *);
+    shp_CUresult (*cuCtxPushCurrent)(shp_CUcontext);      /* _v2 */
+    shp_CUresult (*cuCtxPopCurrent)(shp_CUcontext *);     /* _v2 */
+    shp_CUresult (*cuDevicePrimaryCtxRetain)(shp_CUcontext *, shp_CUdevice);
+    shp_CUresult (*cuDevicePrimaryCtxRelease)(shp_CUdevice); /* _v2 */
+    shp_CUresult (*cuCtxSynchronize)(void);
+    shp_CUresult (*cuMemGetInfo)(size_t *, size_t *);     /* _v2 */
+    /* optional: missing ones degrade gracefully */
+    shp_CUresult (*cuDriverGetVersion)(int *);
+    shp_CUresult (*cuDeviceGetName)(char *, int, shp_CUdevice);
+    shp_CUresult (*cuCtxGetDevice)(shp_CUdevice *);
+    shp_CUresult (*cuGetErrorName)(shp_CUresult, const char **);
+    shp_CUresult (*cuGetErrorString)(shp_CUresult, const char **);
+    /* primary contexts this module retained, released at module teardown */
+    shp_CUcontext primary[SHP_MAX_CUDA_DEVICES];
+} shp_cuda;
+
+/* ---- module state (defined here so that leaves can take it) ------------- */
+
+struct shp_hwm_window;
+
+typedef struct {
+    PyTypeObject *stats_type;       /* BenchmarkStats */
+    PyTypeObject *gpumem_type;      /* GPUMemoryInfo */
+    PyTypeObject *comparison_type;  /* Comparison */
+    PyTypeObject *cuda_sync_type;   /* CudaSync (what get_cuda_sync_fn returns) */
+    PyObject *warning;              /* BenchmarkWarning (UserWarning) */
+    PyObject *interrupted;          /* BenchmarkInterrupted (KeyboardInterrupt) */
+    PyObject *noop;                 /* native no-op used to measure overhead */
+    PyObject *env_static;           /* cached part of the environment dict */
+    double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
+    shp_cuda cuda;
+} shp_state;
+
+/* The module definition (module.c); data, so reading it calls nothing. */
+extern struct PyModuleDef shp_module_def;
+
+/* The state of the module that defined `type` (or one of its bases), or
+ * NULL with an exception set.  Inline so that the type layers reach the
+ * module state without depending on module.c. */
+static inline shp_state *
+shp_state_from_type(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *m = PyType_GetModuleByDef(type, &shp_module_def);
+    return m ? (shp_state *)PyModule_GetState(m) : NULL;
+#else
+    /* Subclasses defined in Python have no module: walk to our base. */
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            continue;
+        PyObject *m = PyType_GetModule(t);
+        if (m == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyModule_GetDef(m) == &shp_module_def)
+            return (shp_state *)PyModule_GetState(m);
+    }
+    PyErr_SetString(PyExc_TypeError, "type does not come from spatialhub's native module");
+    return NULL;
+#endif
+}
+
+/* ---- cuda.c: the driver ------------------------------------------------- */
 
 /* Load the driver once (lazily).  Returns 1 ready, 0 unavailable (reason in
  * st->cuda.why; no exception), never raises. */
@@ -196,21 +245,100 @@ shp_CUresult shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
 /* Set RuntimeError "<what>: CUDA_ERROR_X (code): description"; returns -1. */
 int shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what);
 
-/* Device name and driver version into `env` (a dict); 0 / -1. */
-int shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env);
-
 /* Release retained primary contexts.  The driver stays loaded once cuInit
  * succeeded: it runs threads and exit hooks of its own. */
 void shp_cuda_teardown(shp_state *st);
 
-/* 1 and *t filled if obj is one of our CudaSync callables, else 0. */
-int shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t);
+/* ---- args.c ------------------------------------------------------------- */
 
-/* The CudaSync type spec and the two module functions. */
-extern PyType_Spec shp_cuda_sync_spec;
-PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
-PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
-                              Py_ssize_t nargs, PyObject *kwnames);
+/*
+ * One rule set (args.c's header): integers by __index__ but not bool; reals
+ * int / float / __float__ / __index__ but not bool or str; flags by truth
+ * value; strings must be str.  `owner` names the function ("f()": messages
+ * read "f(): param must be ...") or the type ("BenchmarkStats": "Type.param
+ * must be ..."); NULL for the bare parameter name.
+ */
+
+/* Set TypeError "<owner> <param> must be <want>, not <type of got>"; -1. */
+int shp_arg_type_error(const char *owner, const char *param, const char *want, PyObject *got);
+/* Set ValueError "<owner> <param> must be <want>, got <repr of got>"; -1. */
+int shp_arg_value_error(const char *owner, const char *param, const char *want, PyObject *got);
+/* An integer: new reference to an int, or NULL with TypeError. */
+PyObject *shp_arg_index(PyObject *v, const char *owner, const char *param);
+/* An integer into *out; OverflowError outside Py_ssize_t; 0 / -1. */
+int shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out);
+/* 1 if v is a real number by the rule above, else 0; never fails. */
+int shp_arg_is_real(PyObject *v);
+/* A real number into *out (its __float__ may raise); 0 / -1. */
+int shp_arg_real(PyObject *v, const char *owner, const char *param, double *out);
+/* bool(v) into *out; 0 / -1 (its __bool__ / __len__ may raise). */
+int shp_arg_flag(PyObject *v, int *out);
+/* A str (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
+int shp_arg_str(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out);
+/* A callable (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
+int shp_arg_callable(PyObject *v, const char *owner, const char *param, int none_ok,
+                     PyObject **out);
+
+/* The signature of a METH_FASTCALL | METH_KEYWORDS entry point. */
+typedef struct {
+    const char *fname;          /* for messages: "compare_benchmarks" */
+    const char *const *names;   /* every parameter, positional ones first */
+    int n;                      /* number of names */
+    int npos;                   /* the first npos may be given positionally */
+    int nrequired;              /* the first nrequired are required */
+    int pass_extra;             /* extra positionals and unknown keywords are
+                                 * the callee's (benchmark_callable's func) */
+} shp_argspec;
+
+/*
+ * The one keyword parser: out[0..spec->n) receives borrowed references
+ * (NULL where absent).  TypeError in CPython's own words for too many
+ * positionals, an unknown keyword, a repeated or a missing argument.
+ */
+int shp_args_parse(const shp_argspec *spec, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **out);
+/* Index of keyword `key` in spec->names, or -1 (never fails). */
+int shp_args_find(const shp_argspec *spec, PyObject *key);
+/* 1 if shp_args_parse took keyword `key` (with nargs positionals), else 0
+ * (pass_extra: it is the callee's).  Never fails. */
+int shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs);
+
+/* ---- device.c ----------------------------------------------------------- */
+
+typedef enum { SHP_DEV_CPU = 0, SHP_DEV_CUDA = 1, SHP_DEV_MPS = 2 } shp_device_kind;
+
+typedef struct {
+    shp_device_kind kind;
+    int ordinal;              /* CUDA: the ordinal after ':', -1 when none */
+} shp_device;
+
+/*
+ * Read a device label (a str): a label containing "cuda" (any case) is
+ * CUDA, "cuda:N" names ordinal N; "mps" / "mps:..." is MPS; anything else
+ * the CPU.  0, or -1 with ValueError for a malformed ordinal ("cuda:x"; *out
+ * then still says CUDA) or the str's UnicodeEncodeError (*out says CPU).
+ */
+int shp_device_parse(PyObject *label, shp_device *out);
+
+/* ---- notes.c ------------------------------------------------------------ */
+
+/* Attach "note" to exception `exc` (its add_note; before 3.11, where there is
+ * usually none, an append to __notes__); keeps the original exception if
+ * attaching fails.  Never fails. */
+void shp_add_note(PyObject *exc, const char *fmt, ...);
+/* Note fmt % (name, phase, i + 1, n) on the exception now set, which stays
+ * set (normalised, with its traceback).  Never fails. */
+void shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
+                      Py_ssize_t n);
+
+/* ---- env.c -------------------------------------------------------------- */
+
+/* A new environment dict (cached static part + torch if imported). */
+PyObject *shp_env_dict(shp_state *st);
+
+/* ======================================================================== */
+/* 1. computation                                                           */
+/* ======================================================================== */
 
 /* ---- summary.c ---------------------------------------------------------- */
 
@@ -241,7 +369,33 @@ double shp_percentile_inplace(double *a, Py_ssize_t n, double q);
  * [x_(j), x_(k)] with k = n + 1 - j; j = 1 when n is too small. */
 void shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k);
 
-/* ---- fields.c: table-driven attributes ---------------------------------- */
+/* ---- bootstrap.c -------------------------------------------------------- */
+
+/* Medians of a and b, their ratio b/a, and a seeded percentile-bootstrap
+ * 95% CI of it (na, nb >= 1).  0, or -1 with MemoryError. */
+int shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
+                        uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
+                        double *ratio, double *lo, double *hi);
+/* "faster" / "slower" / "same" for a CI of candidate/baseline. */
+const char *shp_verdict(double lo, double hi);
+
+/* ---- markup.c ----------------------------------------------------------- */
+
+typedef enum { SHP_MD_HEADING, SHP_MD_CELL, SHP_MD_CODE } shp_md_mode;
+
+/* Markdown text that renders as exactly `s` on one line (heading, table
+ * cell or code-span content); new reference, or NULL (MemoryError). */
+PyObject *shp_md_text(PyObject *s, shp_md_mode mode);
+/* `s` as a Markdown code span (fence longer than any backtick run). */
+PyObject *shp_md_code_span(PyObject *s);
+/* `s` as a bold Markdown table cell that renders as exactly `s` (escaped). */
+PyObject *shp_md_bold_cell(PyObject *s);
+/* `s` with & < > " as HTML entities. */
+PyObject *shp_html_escape(PyObject *s);
+
+/* ======================================================================== */
+/* 2. fields.c: table-driven attributes                                     */
+/* ======================================================================== */
 
 typedef enum {
     SHP_F_STR,        /* PyObject* str */
@@ -300,7 +454,9 @@ int shp_round_digits(double x, int ndigits, double *out);
 /* The short name of a type ("BenchmarkStats"), for messages. */
 const char *shp_type_short_name(PyTypeObject *tp);
 
-/* ---- stats.c ------------------------------------------------------------ */
+/* ======================================================================== */
+/* 3. table.c, over the result structs                                      */
+/* ======================================================================== */
 
 typedef struct {
     PyObject_HEAD
@@ -333,9 +489,19 @@ typedef struct {
     double total_mb, free_mb, used_mb;
 } shp_GPUMemoryInfo;
 
-extern PyType_Spec shp_stats_spec;
-extern PyType_Spec shp_gpumem_spec;
+PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames);
+/* The one-row Markdown / HTML table of one stats object (for Jupyter). */
+PyObject *shp_stats_markdown(PyObject *stats);
+PyObject *shp_stats_html(PyObject *stats);
 
+/* ======================================================================== */
+/* 4. Python types                                                          */
+/* ======================================================================== */
+
+/* ---- stats.c ------------------------------------------------------------ */
+
+extern PyType_Spec shp_stats_spec;
 /* New BenchmarkStats with every field at its default; NULL on error. */
 shp_Stats *shp_stats_alloc(shp_state *st);
 /* Take ownership of a PyMem_Malloc'd sample buffer (ms), or NULL for none.
@@ -345,60 +511,194 @@ int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* Fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
-/* New GPUMemoryInfo from byte counts. */
+/* ---- gpumem.c ----------------------------------------------------------- */
+
+extern PyType_Spec shp_gpumem_spec;
+/* New GPUMemoryInfo from byte counts; NULL on error. */
 PyObject *shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b);
-/* Fill the specs' getset tables from the field tables (before type creation). */
-void shp_stats_prepare_spec(void);
-void shp_gpumem_prepare_spec(void);
-void shp_comparison_prepare_spec(void);
-
-/* ---- table.c ------------------------------------------------------------ */
-
-PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
-                                     Py_ssize_t nargs, PyObject *kwnames);
-/* The Markdown / HTML table of one stats object (for Jupyter). */
-PyObject *shp_stats_markdown(shp_state *st, PyObject *stats);
-PyObject *shp_stats_html(shp_state *st, PyObject *stats);
-/* `s` as a bold Markdown table cell that renders as exactly `s` (escaped). */
-PyObject *shp_md_bold_cell(PyObject *s);
-/* `s` with & < > " as HTML entities. */
-PyObject *shp_html_escape(PyObject *s);
 
 /* ---- compare.c ---------------------------------------------------------- */
 
 extern PyType_Spec shp_comparison_spec;
-
-/* Medians of a and b, their ratio b/a, and a seeded percentile-bootstrap
- * 95% CI of it (na, nb >= 1).  0, or -1 with MemoryError. */
-int shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
-                        uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
-                        double *ratio, double *lo, double *hi);
-/* "faster" / "slower" / "same" for a CI of candidate/baseline. */
-const char *shp_verdict(double lo, double hi);
 PyObject *shp_compare_benchmarks(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
 
-/* ---- env.c -------------------------------------------------------------- */
+/* ---- cudasync.c --------------------------------------------------------- */
 
-/* A new environment dict (cached static part + torch if imported). */
-PyObject *shp_env_dict(shp_state *st);
+/* Device name and driver version into `env` (a dict); 0 / -1. */
+int shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env);
+
+/* 1 and *t filled if obj is one of our CudaSync callables, else 0. */
+int shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t);
+
+/* The CudaSync type spec and the two module functions. */
+extern PyType_Spec shp_cuda_sync_spec;
+PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
+PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames);
+
+/* Fill the specs' getset tables from the field tables.  Called once per
+ * process, before any type is made (PyInit__native). */
+void shp_stats_prepare_spec(void);
+void shp_gpumem_prepare_spec(void);
+void shp_comparison_prepare_spec(void);
+
+/* ======================================================================== */
+/* 5. the run                                                               */
+/* ======================================================================== */
+
+/* ---- sync.c ------------------------------------------------------------- */
+
+typedef enum { SHP_SYNC_NONE = 0, SHP_SYNC_NATIVE = 1, SHP_SYNC_PYTHON = 2 } shp_sync_kind;
+
+/* What synchronises each iteration (resolved once per run). */
+typedef struct {
+    shp_sync_kind kind;
+    PyObject *fn;             /* SHP_SYNC_PYTHON: owned reference */
+    shp_cuda_target cuda;     /* SHP_SYNC_NATIVE, and VRAM telemetry */
+    int have_cuda;            /* cuda is initialised */
+    shp_state *st;
+} shp_sync;
+
+/*
+ * Decide the sync from p->fn (the user's sync_fn, owned, or NULL) and the
+ * device: our CudaSync becomes the native sync, another callable is called,
+ * a CUDA device gets the driver, MPS torch.mps.synchronize (RuntimeError
+ * when torch is not imported).  On a CUDA device synced by the user's hook,
+ * the driver is still bound for VRAM telemetry when track_vram, or a
+ * BenchmarkWarning says why not.  0 / -1; shp_sync_clear() either way.
+ */
+int shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p);
+/* Drop the reference p holds.  Never fails. */
+void shp_sync_clear(shp_sync *p);
+/* Call the Python sync; *t_after (if given) is read right after it returns.
+ * A non-zero integer result is an error code: RuntimeError.  0 / -1. */
+int shp_sync_python(shp_sync *p, int64_t *t_after);
+
+/* Sync; *t_after (if given) is read right after the sync completes and, for
+ * the native sync, before the GIL is taken back.  0 / -1.  Inline: it runs
+ * inside the timed region, twice per iteration. */
+static inline int
+shp_sync_call(shp_sync *p, int64_t *t_after)
+{
+    switch (p->kind) {
+    case SHP_SYNC_NATIVE: {
+        shp_CUresult rc;
+        int64_t t = 0;
+        Py_BEGIN_ALLOW_THREADS
+        rc = shp_cuda_sync_nogil(p->st, &p->cuda);
+        t = shp_now_ns();
+        Py_END_ALLOW_THREADS
+        if (t_after)
+            *t_after = t;
+        if (rc != 0)
+            return shp_cuda_raise(p->st, rc, "cuCtxSynchronize failed");
+        return 0;
+    }
+    case SHP_SYNC_PYTHON:
+        return shp_sync_python(p, t_after);
+    default:
+        if (t_after)
+            *t_after = shp_now_ns();
+        return 0;
+    }
+}
+
+/* ---- progress.c --------------------------------------------------------- */
+
+#define SHP_PROGRESS_PERIOD_NS 100000000LL      /* 0.1 s between redraws */
+#define SHP_PROGRESS_DECIDE_NS 500000000LL      /* auto mode decides after 0.5 s */
+
+/* Progress line state. */
+typedef struct {
+    int mode;                         /* -1 undecided, 0 off, 1 on */
+    int drawn;
+    int64_t last_ns;
+    PyObject *name;                   /* borrowed from the run */
+} shp_progress;
+
+/* The per-iteration work behind shp_progress_tick.  0, or -1 with a
+ * KeyboardInterrupt set (from the stream's own code). */
+int shp_progress_update(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t now,
+                        int64_t start);
+/* Between timed iterations (i done of total, 0 = open-ended).  0, or -1 with
+ * a KeyboardInterrupt set: a Ctrl-C that landed in the stream's write()
+ * stops the run like one landing anywhere else.  Inline: the common case
+ * (nothing to draw) costs a few compares. */
+static inline int
+shp_progress_tick(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t now, int64_t start)
+{
+    if (pl == NULL || pl->mode == 0)
+        return 0;
+    if (pl->mode < 0 ? now - start < SHP_PROGRESS_DECIDE_NS
+                     : pl->drawn && now - pl->last_ns < SHP_PROGRESS_PERIOD_NS)
+        return 0;
+    return shp_progress_update(pl, i, total, now, start);
+}
+/* The closing line, after the loop; may run with an exception set, which is
+ * kept untouched (a Ctrl-C in the stream here is re-armed).  Never fails. */
+void shp_progress_close(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns);
+
+/* ---- gcguard.c ---------------------------------------------------------- */
+
+/* Hold the collector off (counted per interpreter: overlapping runs never
+ * switch it back on under each other).  0, or -1 with an exception set. */
+int shp_gc_hold(void);
+/* Undo one shp_gc_hold(); the last holder restores the state the first one
+ * found.  Keeps any exception that is set.  Never fails. */
+void shp_gc_release(void);
+/* A full collection whatever the collector's switch says, without touching
+ * the switch.  Keeps any exception that is set.  Never fails. */
+void shp_full_collect(void);
+
+/* ---- loop.c ------------------------------------------------------------- */
+
+/* How to make one call and its syncs (prepared once). */
+typedef struct {
+    PyObject *func;
+    PyObject **argv;          /* argv[0] is the PY_VECTORCALL_ARGUMENTS_OFFSET slot */
+    Py_ssize_t nargv;         /* positional + keyword values, after argv[0] */
+    size_t nargsf;
+    PyObject *kwnames;        /* user's keyword names, or NULL */
+    shp_sync sync;
+} shp_call;
+
+/* The sample buffers and what the timed loop reports back. */
+typedef struct {
+    double *samples, *scratch;
+    Py_ssize_t cap, n;
+    Py_ssize_t max_iters;
+    int target_met;                   /* -1 not adaptive */
+    int64_t harness_bytes;            /* RSS our own buffer growth added */
+    size_t vram_peak_used;
+    int64_t start_ns;
+} shp_run;
+
+/* Drop every reference the call holds (and its sync's).  Never fails. */
+void shp_call_clear(shp_call *p);
+/* Allocate (and touch) both sample buffers for `cap` samples; 0, or -1 with
+ * MemoryError.  shp_run_free() either way. */
+int shp_run_alloc(shp_run *run, Py_ssize_t cap, Py_ssize_t max_iters);
+void shp_run_free(shp_run *run);
+/* n untimed calls, each followed by a sync.  ram / vram: sample memory
+ * between calls (ram may be NULL).  0, or -1 with the exception set (a
+ * note says which iteration of `name` raised). */
+int shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_run *run,
+                    PyObject *name);
+/*
+ * The timed loop.  Runs at least `min_iters` iterations; with a target
+ * (> 0) it goes on until the median's CI is narrow enough, max_time_ns is
+ * spent or run->max_iters is reached.  Returns 0, or -1 with the exception
+ * set; run->n is the number of completed (stored) iterations either way.
+ * pl may be NULL (no progress line).
+ */
+int shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
+                   int64_t max_time_ns, shp_hwm_window *ram, int vram, shp_progress *pl,
+                   PyObject *name);
 
 /* ---- bench.c ------------------------------------------------------------ */
 
 PyObject *shp_benchmark_callable(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
-/* Test-only: summary of an arbitrary sample sequence, as BenchmarkStats. */
-PyObject *shp_stats_from_samples(PyObject *module, PyObject *const *args,
-                                 Py_ssize_t nargs, PyObject *kwnames);
-
-/* An integer argument: anything with __index__ (int, numpy.int64, ...) but
- * bool, where True as a count or id is a bug.  New reference to an int, or
- * NULL with TypeError "<what> must be an int, not <type>". */
-PyObject *shp_index_arg(PyObject *v, const char *what);
-
-/* Attach "note" to exception `exc` (its add_note; before 3.11, where there is
- * usually none, an append to __notes__); keeps the original exception if
- * attaching fails.  Never fails. */
-void shp_add_note(PyObject *exc, const char *fmt, ...);
 
 #endif /* SHP_PROFILING_H */

@@ -1,5 +1,5 @@
 /*
- * stats.c -- the BenchmarkStats and GPUMemoryInfo types.
+ * stats.c -- the BenchmarkStats type.
  *
  * Heap types from PyType_Spec whose attributes come from one field table
  * each (fields.c).  BenchmarkStats keeps the seed's 13 fields first and in
@@ -334,34 +334,39 @@ stats_dict(shp_Stats *self, int rounded, int with_samples)
     return d;
 }
 
+/* to_dict(*, samples=False) / to_json(*, samples=False, indent=None). */
 static int
-parse_samples_flag(PyObject *args, PyObject *kwargs, const char *fname, int *samples,
-                   PyObject **indent)
+parse_samples_flag(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   const char *fname, int *samples, PyObject **indent)
 {
-    static char *kw_dict[] = {"samples", NULL};
-    static char *kw_json[] = {"samples", "indent", NULL};
+    static const char *const names[] = {"samples", "indent"};
+    shp_argspec spec = {fname, names, indent != NULL ? 2 : 1, 0, 0, 0};
+    PyObject *v[2];
     *samples = 0;
-    if (indent == NULL)
-        return PyArg_ParseTupleAndKeywords(args, kwargs, "|$p", kw_dict, samples) ? 0 : -1;
-    (void)fname;
-    return PyArg_ParseTupleAndKeywords(args, kwargs, "|$pO", kw_json, samples, indent) ? 0 : -1;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
+        return -1;
+    if (v[0] != NULL && shp_arg_flag(v[0], samples) < 0)
+        return -1;
+    if (indent != NULL && v[1] != NULL)
+        *indent = v[1];
+    return 0;
 }
 
 static PyObject *
-Stats_to_dict(PyObject *self, PyObject *args, PyObject *kwargs)
+Stats_to_dict(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int samples;
-    if (parse_samples_flag(args, kwargs, "to_dict", &samples, NULL) < 0)
+    if (parse_samples_flag(args, nargs, kwnames, "to_dict", &samples, NULL) < 0)
         return NULL;
     return stats_dict((shp_Stats *)self, 1, samples);
 }
 
 static PyObject *
-Stats_to_json(PyObject *self, PyObject *args, PyObject *kwargs)
+Stats_to_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int samples;
     PyObject *indent = Py_None, *json = NULL, *d = NULL, *res = NULL;
-    if (parse_samples_flag(args, kwargs, "to_json", &samples, &indent) < 0)
+    if (parse_samples_flag(args, nargs, kwnames, "to_json", &samples, &indent) < 0)
         return NULL;
     d = stats_dict((shp_Stats *)self, 1, samples);
     if (d == NULL)
@@ -390,10 +395,8 @@ done:
 static PyObject *
 Stats_from_dict(PyObject *cls, PyObject *d)
 {
-    if (!PyDict_Check(d)) {
-        PyErr_Format(PyExc_TypeError, "from_dict() needs a dict, not %.100s", Py_TYPE(d)->tp_name);
-        return NULL;
-    }
+    if (!PyDict_Check(d))
+        return shp_arg_type_error("BenchmarkStats.from_dict()", "d", "a dict", d), NULL;
     PyObject *args = PyTuple_New(0);
     if (args == NULL)
         return NULL;
@@ -427,10 +430,8 @@ done:
 static PyObject *
 Stats_setstate(PyObject *self, PyObject *state)
 {
-    if (!PyDict_Check(state)) {
-        PyErr_SetString(PyExc_TypeError, "__setstate__ needs a dict");
-        return NULL;
-    }
+    if (!PyDict_Check(state))
+        return shp_arg_type_error("BenchmarkStats.__setstate__()", "state", "a dict", state), NULL;
     PyObject *args = PyTuple_New(0);
     if (args == NULL)
         return NULL;
@@ -445,27 +446,21 @@ static PyObject *
 Stats_repr_markdown(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    shp_state *st = shp_state_from_type(Py_TYPE(self));
-    if (st == NULL)
-        return NULL;
-    return shp_stats_markdown(st, self);
+    return shp_stats_markdown(self);
 }
 
 static PyObject *
 Stats_repr_html(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    shp_state *st = shp_state_from_type(Py_TYPE(self));
-    if (st == NULL)
-        return NULL;
-    return shp_stats_html(st, self);
+    return shp_stats_html(self);
 }
 
 static PyMethodDef stats_methods[] = {
-    {"to_dict", (PyCFunction)(void (*)(void))Stats_to_dict, METH_VARARGS | METH_KEYWORDS,
+    {"to_dict", (PyCFunction)(void (*)(void))Stats_to_dict, METH_FASTCALL | METH_KEYWORDS,
      "to_dict(*, samples=False) -> dict\n\nFields in order (the seed's first), rounded: "
      "milliseconds to 4 decimals, fps to 2, MiB to 2.  samples=True adds 'samples_ms'."},
-    {"to_json", (PyCFunction)(void (*)(void))Stats_to_json, METH_VARARGS | METH_KEYWORDS,
+    {"to_json", (PyCFunction)(void (*)(void))Stats_to_json, METH_FASTCALL | METH_KEYWORDS,
      "to_json(*, samples=False, indent=None) -> str\n\njson.dumps(self.to_dict(samples=...))."},
     {"from_dict", Stats_from_dict, METH_O | METH_CLASS,
      "from_dict(d) -> BenchmarkStats\n\nRebuild from to_dict() / to_json() output."},
@@ -534,121 +529,4 @@ shp_stats_prepare_spec(void)
     for (PyGetSetDef *g = stats_getset; g->name != NULL; g++)
         if (strcmp(g->name, "p99_ms") == 0)
             g->get = Stats_get_p99;
-}
-
-/* ---- GPUMemoryInfo ----------------------------------------------------- */
-
-#define G_OFF(m) offsetof(shp_GPUMemoryInfo, m)
-static const shp_field gpumem_fields[] = {
-    {"total_mb", SHP_F_DOUBLE, G_OFF(total_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
-     "Device memory in MiB."},
-    {"free_mb", SHP_F_DOUBLE, G_OFF(free_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
-     "Free device memory in MiB (cuMemGetInfo_v2)."},
-    {"used_mb", SHP_F_DOUBLE, G_OFF(used_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
-     "total_mb - free_mb: used by every process on the device."},
-    {NULL},
-};
-
-static PyGetSetDef gpumem_getset[4];
-
-static PyObject *
-Gpu_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    (void)args;
-    (void)kwargs;
-    PyObject *self = type->tp_alloc(type, 0);
-    if (self != NULL)
-        shp_fields_set_defaults(self, gpumem_fields);
-    return self;
-}
-
-static int
-Gpu_init(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    return shp_fields_init(self, gpumem_fields, args, kwargs);
-}
-
-static void
-Gpu_dealloc(PyObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    tp->tp_free(self);
-    Py_DECREF(tp);
-}
-
-static PyObject *
-Gpu_repr(PyObject *self)
-{
-    return shp_fields_repr(self, gpumem_fields);
-}
-
-static PyObject *
-Gpu_richcompare(PyObject *a, PyObject *b, int op)
-{
-    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, Py_TYPE(a)))
-        Py_RETURN_NOTIMPLEMENTED;
-    int eq = shp_fields_equal(a, b, gpumem_fields);
-    if (eq < 0)
-        return NULL;
-    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
-}
-
-static PyObject *
-Gpu_to_dict(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return shp_fields_dict(self, gpumem_fields, 1);
-}
-
-static PyObject *
-Gpu_reduce(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    shp_GPUMemoryInfo *g = (shp_GPUMemoryInfo *)self;
-    return Py_BuildValue("O(ddd)", (PyObject *)Py_TYPE(self), g->total_mb, g->free_mb, g->used_mb);
-}
-
-static PyMethodDef gpumem_methods[] = {
-    {"to_dict", Gpu_to_dict, METH_NOARGS, "to_dict() -> dict (MiB rounded to 2 decimals)."},
-    {"__reduce__", Gpu_reduce, METH_NOARGS, "Pickle support."},
-    {NULL},
-};
-
-static PyType_Slot gpumem_slots[] = {
-    {Py_tp_new, Gpu_new},
-    {Py_tp_init, Gpu_init},
-    {Py_tp_dealloc, Gpu_dealloc},
-    {Py_tp_repr, Gpu_repr},
-    {Py_tp_richcompare, Gpu_richcompare},
-    {Py_tp_hash, PyObject_HashNotImplemented},
-    {Py_tp_methods, gpumem_methods},
-    {Py_tp_getset, gpumem_getset},
-    {Py_tp_doc, "GPUMemoryInfo(total_mb, free_mb, used_mb)\n\n"
-                "Device memory in MiB, as cuMemGetInfo_v2 reports it (device-wide)."},
-    {0, NULL},
-};
-
-PyType_Spec shp_gpumem_spec = {
-    .name = "spatialhub.utils.profiling.GPUMemoryInfo",
-    .basicsize = sizeof(shp_GPUMemoryInfo),
-    .flags = Py_TPFLAGS_DEFAULT,
-    .slots = gpumem_slots,
-};
-
-void
-shp_gpumem_prepare_spec(void)
-{
-    shp_fields_fill_getset(gpumem_fields, NULL, gpumem_getset);
-}
-
-PyObject *
-shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b)
-{
-    shp_GPUMemoryInfo *g = (shp_GPUMemoryInfo *)Gpu_new(st->gpumem_type, NULL, NULL);
-    if (g == NULL)
-        return NULL;
-    g->total_mb = (double)total_b / SHP_MIB;
-    g->free_mb = (double)free_b / SHP_MIB;
-    g->used_mb = (double)(total_b >= free_b ? total_b - free_b : 0) / SHP_MIB;
-    return (PyObject *)g;
 }

@@ -16,6 +16,7 @@
 typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
 
 #define MAX_COLS 12
+#define FN "format_benchmark_table()"
 
 typedef struct {
     int ncols;
@@ -60,20 +61,15 @@ list_of_one(PyObject *o)
     return l;
 }
 
+/* A stored result's device label, read as benchmark_callable reads it; a
+ * label it would refuse ("cuda:x") still counts as CUDA here. */
 static int
 is_cuda_label(PyObject *device)
 {
-    const char *s = PyUnicode_AsUTF8(device);
-    if (s == NULL) {
+    shp_device d;
+    if (shp_device_parse(device, &d) < 0)
         PyErr_Clear();
-        return 0;
-    }
-    int ord, c = shp_cuda_parse_device(s, &ord);
-    if (c < 0) {   /* "cuda:x": a CUDA label with a bad ordinal */
-        PyErr_Clear();
-        c = 1;
-    }
-    return c;
+    return d.kind == SHP_DEV_CUDA;
 }
 
 static int
@@ -202,166 +198,12 @@ add_col(grid *g, const char *h, PyObject *hobj, decoration d)
     g->ncols++;
 }
 
-/* Replace every `from` in s by `to`; new reference. */
-static PyObject *
-replace(PyObject *s, const char *from, const char *to)
-{
-    PyObject *f = PyUnicode_FromString(from), *t = PyUnicode_FromString(to), *r = NULL;
-    if (f != NULL && t != NULL)
-        r = PyUnicode_Replace(s, f, t, -1);
-    Py_XDECREF(f);
-    Py_XDECREF(t);
-    return r;
-}
-
-/*
- * Markdown text that renders as exactly the string given, on one line.
- *
- * Line breaks become spaces and the ends are trimmed (Markdown would drop
- * that whitespace, and "** x**" is no longer bold).  Inline, the characters
- * that would start markup are backslash-escaped: ` * [ < $ (Jupyter's math)
- * and ~ always; '_' unless inside a word (GFM's intraword rule makes
- * "vit_b_16" safe, and it stays readable); '&' where it would start an
- * entity; in a heading, a '#' after a space; and a backslash that precedes
- * punctuation or ends the text.  In a table cell '|' becomes "\|" (the
- * backslash doubling before it is what keeps "a\|b" one cell).  A code
- * span's text is literal: only its '|' is escaped (GFM removes that
- * backslash before the span is read).
- */
-typedef enum { MD_HEADING, MD_CELL, MD_CODE } md_mode;
-
-static int
-ascii_punct(Py_UCS4 c)
-{
-    return c < 128 && ispunct((int)c);
-}
-
-static int
-starts_entity(int kind, const void *data, Py_ssize_t i, Py_ssize_t end)
-{
-    Py_ssize_t j = i + 1;
-    if (j < end && PyUnicode_READ(kind, data, j) == '#')
-        j++;
-    Py_ssize_t first = j;
-    while (j < end && PyUnicode_READ(kind, data, j) < 128 && isalnum((int)PyUnicode_READ(kind, data, j)))
-        j++;
-    return j > first && j < end && PyUnicode_READ(kind, data, j) == ';';
-}
-
-static PyObject *
-md_text(PyObject *s, md_mode mode)
-{
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(s) < 0)   /* a legacy string made by the old API */
-        return NULL;
-#endif
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s), lo = 0, hi = n;
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    while (lo < hi && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, lo)))
-        lo++;
-    while (hi > lo && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, hi - 1)))
-        hi--;
-    Py_UCS4 *out = PyMem_New(Py_UCS4, (size_t)(hi - lo) * 2 + 1);   /* <= 2 out per in */
-    if (out == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = lo; i < hi; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        Py_UCS4 prev = i > lo ? PyUnicode_READ(kind, data, i - 1) : ' ';
-        Py_UCS4 next = i + 1 < hi ? PyUnicode_READ(kind, data, i + 1) : ' ';
-        int esc = 0;
-        if (c == '\r' || c == '\n') {
-            if (c == '\r' && next == '\n')
-                i++;
-            c = ' ';
-        }
-        else if (c == '|')
-            esc = mode != MD_HEADING;
-        else if (mode == MD_CODE)
-            esc = 0;
-        else if (c == '\\')
-            esc = i + 1 == hi || ascii_punct(next);
-        else if (c == '`' || c == '*' || c == '[' || c == '<' || c == '$' || c == '~')
-            esc = 1;
-        else if (c == '_')
-            esc = !(Py_UNICODE_ISALNUM(prev) && Py_UNICODE_ISALNUM(next));
-        else if (c == '&')
-            esc = starts_entity(kind, data, i, hi);
-        else if (c == '#')   /* "### Q #" would lose its '#' as a closing sequence */
-            esc = mode == MD_HEADING && (i == lo || Py_UNICODE_ISSPACE(prev));
-        if (esc)
-            out[m++] = '\\';
-        out[m++] = c;
-    }
-    PyObject *r = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, m);
-    PyMem_Free(out);
-    return r;
-}
-
-/* A code span around md_text(s, MD_CODE): the fence is one backtick longer
- * than the longest run of them inside, padded with spaces when it has to be
- * (CommonMark strips one from each side). */
-static PyObject *
-md_code_span(PyObject *s)
-{
-    PyObject *t = md_text(s, MD_CODE);
-    if (t == NULL || PyUnicode_GET_LENGTH(t) == 0)
-        return t;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(t), longest = 0, run = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        run = PyUnicode_READ_CHAR(t, i) == '`' ? run + 1 : 0;
-        if (run > longest)
-            longest = run;
-    }
-    PyObject *r;
-    if (longest == 0) {
-        r = PyUnicode_FromFormat("`%U`", t);
-    }
-    else {
-        PyObject *tick = PyUnicode_FromOrdinal('`');
-        PyObject *fence = tick ? PySequence_Repeat(tick, longest + 1) : NULL;
-        r = fence ? PyUnicode_FromFormat("%U %U %U", fence, t, fence) : NULL;
-        Py_XDECREF(tick);
-        Py_XDECREF(fence);
-    }
-    Py_DECREF(t);
-    return r;
-}
-
-PyObject *
-shp_html_escape(PyObject *s)
-{
-    static const char *pairs[][2] = {
-        {"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}};
-    PyObject *cur = Py_NewRef(s);
-    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        PyObject *nxt = replace(cur, pairs[i][0], pairs[i][1]);
-        Py_DECREF(cur);
-        if (nxt == NULL)
-            return NULL;
-        cur = nxt;
-    }
-    return cur;
-}
-
-PyObject *
-shp_md_bold_cell(PyObject *s)
-{
-    PyObject *esc = md_text(s, MD_CELL);
-    if (esc == NULL || PyUnicode_GET_LENGTH(esc) == 0)
-        return esc;
-    PyObject *r = PyUnicode_FromFormat("**%U**", esc);
-    Py_DECREF(esc);
-    return r;
-}
-
 static PyObject *
 decorate(PyObject *cell, decoration d, int html)
 {
     if (!html && d == DEC_CODE)
-        return md_code_span(cell);
-    PyObject *esc = html ? shp_html_escape(cell) : md_text(cell, MD_CELL);
+        return shp_md_code_span(cell);
+    PyObject *esc = html ? shp_html_escape(cell) : shp_md_text(cell, SHP_MD_CELL);
     if (esc == NULL)
         return NULL;
     PyObject *r;
@@ -418,7 +260,7 @@ render(grid *g, PyObject *title, int html)
     const char *sep = html ? "</td><td>" : " | ";
     const char *close = html ? "</td></tr>" : " |";
     if (title != NULL) {
-        PyObject *t = html ? shp_html_escape(title) : md_text(title, MD_HEADING);
+        PyObject *t = html ? shp_html_escape(title) : shp_md_text(title, SHP_MD_HEADING);
         if (t == NULL)
             goto done;
         line = PyUnicode_FromFormat(html ? "<h3>%U</h3>" : "### %U", t);
@@ -439,7 +281,7 @@ render(grid *g, PyObject *title, int html)
         PyObject *h = header_text(g, c), *e;
         if (h == NULL)
             goto done;
-        e = html ? shp_html_escape(h) : md_text(h, MD_CELL);
+        e = html ? shp_html_escape(h) : shp_md_text(h, SHP_MD_CELL);
         Py_DECREF(h);
         if (append_obj(cells, e) < 0)
             goto done;
@@ -543,7 +385,7 @@ collect_stats(shp_state *st, PyObject *obj)
         return list_of_one(obj);
     if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyDict_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
-                     "stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
+                     FN ": stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
     }
@@ -552,7 +394,7 @@ collect_stats(shp_state *st, PyObject *obj)
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
-                         "stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
+                         FN ": stats_list must be a BenchmarkStats or an iterable of them, not %.100s",
                          Py_TYPE(obj)->tp_name);
         }
         return NULL;
@@ -566,7 +408,7 @@ collect_stats(shp_state *st, PyObject *obj)
     while ((item = PyIter_Next(it)) != NULL) {
         if (!PyObject_TypeCheck(item, st->stats_type)) {
             PyErr_Format(PyExc_TypeError,
-                         "stats_list[%zd] must be a BenchmarkStats, not %.100s", i,
+                         FN ": stats_list[%zd] must be a BenchmarkStats, not %.100s", i,
                          Py_TYPE(item)->tp_name);
             Py_DECREF(item);
             goto error;
@@ -593,71 +435,29 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
 {
     static const char *const names[] = {"stats_list", "title", "throughput_unit",
                                         "baseline", "param", "format"};
-    enum { N_POS = 3, N_ALL = 6 };
+    static const shp_argspec spec = {"format_benchmark_table", names, 6, 3, 1, 0};
     shp_state *st = PyModule_GetState(module);
-    PyObject *v[N_ALL] = {NULL};
-    if (nargs > N_POS) {
-        PyErr_Format(PyExc_TypeError,
-                     "format_benchmark_table() takes at most %d positional arguments (%zd given)",
-                     N_POS, nargs);
+    PyObject *v[6];
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        int found = 0;
-        for (int j = 0; j < N_ALL && !found; j++) {
-            if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) {
-                if (v[j] != NULL) {
-                    PyErr_Format(PyExc_TypeError,
-                                 "format_benchmark_table() got multiple values for '%s'", names[j]);
-                    return NULL;
-                }
-                v[j] = args[nargs + k];
-                found = 1;
-            }
-        }
-        if (!found) {
-            PyErr_Format(PyExc_TypeError,
-                         "format_benchmark_table() got an unexpected keyword argument %R", key);
-            return NULL;
-        }
-    }
-    if (v[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "format_benchmark_table() missing required argument 'stats_list'");
-        return NULL;
-    }
     PyObject *title = v[1] == Py_None ? NULL : v[1];
     PyObject *unit = v[2] == NULL ? NULL : v[2];
     PyObject *baseline = v[3] == Py_None ? NULL : v[3];
     PyObject *param = v[4] == Py_None ? NULL : v[4];
-    if (title != NULL && !PyUnicode_Check(title)) {
-        PyErr_Format(PyExc_TypeError, "title must be str or None, not %.100s", Py_TYPE(title)->tp_name);
+    if ((title != NULL && shp_arg_str(title, FN, "title", 1, &title) < 0) ||
+        (unit != NULL && shp_arg_str(unit, FN, "throughput_unit", 0, &unit) < 0) ||
+        (param != NULL && shp_arg_str(param, FN, "param", 1, &param) < 0))
         return NULL;
-    }
     if (title != NULL && PyUnicode_GET_LENGTH(title) == 0)
         title = NULL;
-    if (unit != NULL && !PyUnicode_Check(unit)) {
-        PyErr_Format(PyExc_TypeError, "throughput_unit must be str, not %.100s", Py_TYPE(unit)->tp_name);
-        return NULL;
-    }
-    if (baseline != NULL && !PyObject_TypeCheck(baseline, st->stats_type)) {
-        PyErr_Format(PyExc_TypeError, "baseline must be a BenchmarkStats or None, not %.100s",
-                     Py_TYPE(baseline)->tp_name);
-        return NULL;
-    }
-    if (param != NULL && !PyUnicode_Check(param)) {
-        PyErr_Format(PyExc_TypeError, "param must be str or None, not %.100s", Py_TYPE(param)->tp_name);
-        return NULL;
-    }
+    if (baseline != NULL && !PyObject_TypeCheck(baseline, st->stats_type))
+        return shp_arg_type_error(FN, "baseline", "a BenchmarkStats or None", baseline), NULL;
     int html = 0;
     if (v[5] != NULL) {
         if (PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "html") == 0)
             html = 1;
         else if (!(PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "markdown") == 0)) {
-            PyErr_Format(PyExc_ValueError, "format must be 'markdown' or 'html', not %R", v[5]);
+            shp_arg_value_error(FN, "format", "'markdown' or 'html'", v[5]);
             return NULL;
         }
     }
@@ -687,9 +487,8 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
 }
 
 static PyObject *
-one_row(shp_state *st, PyObject *stats, int html)
+one_row(PyObject *stats, int html)
 {
-    (void)st;
     PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
     if (items != NULL && unit != NULL)
         res = format_table(items, NULL, unit, NULL, NULL, html);
@@ -699,13 +498,13 @@ one_row(shp_state *st, PyObject *stats, int html)
 }
 
 PyObject *
-shp_stats_markdown(shp_state *st, PyObject *stats)
+shp_stats_markdown(PyObject *stats)
 {
-    return one_row(st, stats, 0);
+    return one_row(stats, 0);
 }
 
 PyObject *
-shp_stats_html(shp_state *st, PyObject *stats)
+shp_stats_html(PyObject *stats)
 {
-    return one_row(st, stats, 1);
+    return one_row(stats, 1);
 }

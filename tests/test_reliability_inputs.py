@@ -149,7 +149,9 @@ def real_option(*, below_one):
         bad_range.map(lambda v: (v, ValueError)),
         st.integers(min_value=2 ** 1024, max_value=2 ** 1100).map(lambda v: (v, OverflowError)),
         st.one_of(st.booleans(), st.text(max_size=3), st.just(b"1"), st.just(1j),
-                  st.just(Indexable(1)), st.just([0.5])).map(lambda v: (v, TypeError)),
+                  st.just([0.5])).map(lambda v: (v, TypeError)),
+        # an __index__-only object is a real number (args.c's one rule, issue 10)
+        st.just((Indexable(1), ValueError if below_one else OK)),
         st.just((FloatRaises(), Hostile)),
         st.just((Decimal("0.5"), OK)),
     )
@@ -421,7 +423,7 @@ def field_value(kind):
     if kind in (STR, OPT_STR):
         return str_values(none_ok=kind == OPT_STR)
     if kind in (DBL, OPT_DBL):
-        ok = st.one_of(st.floats(), st.integers(-2 ** 1000, 2 ** 1000), st.booleans(),
+        ok = st.one_of(st.floats(), st.integers(-2 ** 1000, 2 ** 1000),
                        st.floats(allow_nan=False).map(MyFloat), st.floats().map(Floatable),
                        st.integers(-10 ** 6, 10 ** 6).map(Indexable), st.just(np.float32(2.5)),
                        st.just(np.int64(-3)), st.just(Decimal("1.25")), st.just(_F(1, 3)))
@@ -429,8 +431,9 @@ def field_value(kind):
                st.integers(min_value=2 ** 1024, max_value=2 ** 1030).map(lambda v: (v, OverflowError)),
                st.integers(min_value=-2 ** 1030, max_value=-2 ** 1024).map(lambda v: (v, OverflowError)),
                st.sampled_from([FloatRaises(), IndexRaises()]).map(lambda v: (v, Hostile)),
+               # bool is no real number, for attributes as for options (issue 10)
                st.one_of(st.text(max_size=3), st.binary(max_size=2), st.just([1.0]), st.just(1j),
-                         st.just(object())).map(lambda v: (v, TypeError))]
+                         st.just(object()), st.booleans()).map(lambda v: (v, TypeError))]
         out.append(st.just((None, OK if kind == OPT_DBL else TypeError)))
         return st.one_of(out)
     if kind in (COUNT, OPT_COUNT):

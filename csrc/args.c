@@ -1,0 +1,194 @@
+/*
+ * args.c -- every argument conversion, and the one keyword parser.
+ *
+ * One rule set for every entry point and every field setter:
+ *   integer  anything with __index__ (int, numpy.int64, IntEnum ...) but
+ *            bool: True as a count, an id or a seed is a bug;
+ *   real     int, float, or anything with __float__ or __index__ (what
+ *            float() accepts as a number) but bool and str;
+ *   flag     any object, by its truth value (bool(x));
+ *   string   a str (or a subclass), nothing else.
+ * A wrong type is a TypeError, a value out of range a ValueError, both
+ * worded "<where> <param> must be <what>, not <type>" (see shp_arg_where):
+ * "benchmark_callable(): num_iters must be an int, not float".
+ *
+ * A leaf: plain C-API work, no module state, no calls into other files.
+ */
+#include "profiling.h"
+
+#include <string.h>
+
+/* "f(): p" for a function (owner ends with ')'), "Type.p" for an
+ * attribute, "p" with no owner. */
+static void
+where(char *buf, size_t n, const char *owner, const char *param)
+{
+    if (owner == NULL || owner[0] == '\0') {
+        PyOS_snprintf(buf, n, "%s", param);
+        return;
+    }
+    size_t len = strlen(owner);
+    PyOS_snprintf(buf, n, "%s%s%s", owner, owner[len - 1] == ')' ? ": " : ".", param);
+}
+
+int
+shp_arg_type_error(const char *owner, const char *param, const char *want, PyObject *got)
+{
+    char w[160];
+    where(w, sizeof(w), owner, param);
+    PyErr_Format(PyExc_TypeError, "%s must be %s, not %.100s", w, want, Py_TYPE(got)->tp_name);
+    return -1;
+}
+
+int
+shp_arg_value_error(const char *owner, const char *param, const char *want, PyObject *got)
+{
+    char w[160];
+    where(w, sizeof(w), owner, param);
+    PyErr_Format(PyExc_ValueError, "%s must be %s, got %R", w, want, got);
+    return -1;
+}
+
+PyObject *
+shp_arg_index(PyObject *v, const char *owner, const char *param)
+{
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+        shp_arg_type_error(owner, param, "an int", v);
+        return NULL;
+    }
+    return PyNumber_Index(v);
+}
+
+int
+shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out)
+{
+    if (PyBool_Check(v) || !PyIndex_Check(v))
+        return shp_arg_type_error(owner, param, "an int", v);
+    Py_ssize_t n = PyNumber_AsSsize_t(v, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    *out = n;
+    return 0;
+}
+
+int
+shp_arg_is_real(PyObject *v)
+{
+    if (PyBool_Check(v))
+        return 0;
+    if (PyFloat_Check(v) || PyLong_Check(v))
+        return 1;
+    PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+    return nb != NULL && (nb->nb_float != NULL || nb->nb_index != NULL);
+}
+
+int
+shp_arg_real(PyObject *v, const char *owner, const char *param, double *out)
+{
+    if (!shp_arg_is_real(v))
+        return shp_arg_type_error(owner, param, "a real number", v);
+    double d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = d;
+    return 0;
+}
+
+int
+shp_arg_flag(PyObject *v, int *out)
+{
+    int t = PyObject_IsTrue(v);
+    if (t < 0)
+        return -1;
+    *out = t;
+    return 0;
+}
+
+int
+shp_arg_str(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out)
+{
+    if (none_ok && v == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyUnicode_Check(v))
+        return shp_arg_type_error(owner, param, none_ok ? "str or None" : "str", v);
+    *out = v;
+    return 0;
+}
+
+int
+shp_arg_callable(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out)
+{
+    if (none_ok && v == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyCallable_Check(v))
+        return shp_arg_type_error(owner, param, none_ok ? "callable or None" : "callable", v);
+    *out = v;
+    return 0;
+}
+
+/* ---- the keyword parser ------------------------------------------------- */
+
+int
+shp_args_find(const shp_argspec *spec, PyObject *key)
+{
+    if (!PyUnicode_Check(key))
+        return -1;
+    for (int j = 0; j < spec->n; j++)
+        if (PyUnicode_CompareWithASCIIString(key, spec->names[j]) == 0)
+            return j;
+    return -1;
+}
+
+int
+shp_args_parse(const shp_argspec *spec, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames, PyObject **out)
+{
+    int pass = spec->pass_extra;
+    for (int j = 0; j < spec->n; j++)
+        out[j] = NULL;
+    if (nargs > spec->npos && !pass) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
+                     spec->fname, spec->npos, spec->npos == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    Py_ssize_t npos = nargs < spec->npos ? nargs : spec->npos;
+    for (Py_ssize_t i = 0; i < npos; i++)
+        out[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int j = shp_args_find(spec, key);
+        if (j >= 0 && out[j] == NULL) {
+            out[j] = args[nargs + k];
+            continue;
+        }
+        if (pass)   /* the callee's keyword (a name already given positionally too) */
+            continue;
+        if (j >= 0)
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
+                         spec->fname, spec->names[j]);
+        else
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R",
+                         spec->fname, key);
+        return -1;
+    }
+    for (int j = 0; j < spec->nrequired; j++) {
+        if (out[j] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", spec->fname,
+                         spec->names[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs)
+{
+    int j = shp_args_find(spec, key);
+    return j >= 0 && (j >= spec->npos || j >= nargs);
+}

@@ -1,0 +1,202 @@
+/*
+ * loop.c -- the warm-up and timed loops, and the sample buffers they fill.
+ *
+ * The timed region of every iteration is exactly
+ *
+ *     sync; t0 = now(); r = func(*args, **kwargs); sync; t1 = now()
+ *
+ * with the call made through vectorcall on arguments prepared once, and the
+ * closing timestamp of the native CUDA sync taken before the GIL is taken
+ * back.  Everything else -- releasing r, storing the sample, memory
+ * telemetry, signal checks, progress, adaptive stopping -- happens between
+ * t1 and the next iteration's opening sync.  Samples are integer-valued
+ * nanoseconds in a C buffer of doubles.
+ */
+#include "profiling.h"
+
+#include <string.h>
+
+void
+shp_call_clear(shp_call *p)
+{
+    if (p->argv != NULL)
+        for (Py_ssize_t i = 1; i <= p->nargv; i++)
+            Py_XDECREF(p->argv[i]);
+    PyMem_Free(p->argv);
+    p->argv = NULL;
+    Py_CLEAR(p->kwnames);
+    Py_CLEAR(p->func);
+    shp_sync_clear(&p->sync);
+}
+
+/* ---- between iterations ------------------------------------------------------ */
+
+static void
+vram_sample(shp_call *p, shp_run *run)
+{
+    size_t free_b, total_b;
+    if (shp_cuda_meminfo_nogil(p->sync.st, &p->sync.cuda, &free_b, &total_b) == 0 &&
+        total_b >= free_b) {
+        size_t used = total_b - free_b;
+        if (used > run->vram_peak_used)
+            run->vram_peak_used = used;
+    }
+}
+
+/* Grow both buffers geometrically, touching the new pages now so that they
+ * are not first faulted in between two timed calls. */
+static int
+grow(shp_run *run, shp_hwm_window *ram)
+{
+    Py_ssize_t ncap = run->cap * 2;
+    if (ncap > run->max_iters)
+        ncap = run->max_iters;
+    int64_t before = ram ? shp_rss_bytes() : 0;
+    double *s = PyMem_Realloc(run->samples, (size_t)ncap * sizeof(double));
+    if (s == NULL)
+        return PyErr_NoMemory(), -1;
+    run->samples = s;
+    double *c = PyMem_Realloc(run->scratch, (size_t)ncap * sizeof(double));
+    if (c == NULL)
+        return PyErr_NoMemory(), -1;
+    run->scratch = c;
+    memset(run->samples + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
+    memset(run->scratch + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
+    run->cap = ncap;
+    if (ram && before >= 0) {
+        int64_t after = shp_rss_bytes();
+        if (after > before)
+            run->harness_bytes += after - before;
+    }
+    return 0;
+}
+
+/* Between iterations (never inside t0..t1): memory telemetry, release the
+ * result (after the RSS sample, so memory it holds counts), Ctrl-C.
+ * Steals r.  0 / -1. */
+static int
+after_call(shp_call *p, PyObject *r, shp_hwm_window *ram, int vram, shp_run *run)
+{
+    if (ram != NULL)
+        shp_window_sample(ram);
+    Py_DECREF(r);
+    if (vram)
+        vram_sample(p, run);
+    return PyErr_CheckSignals();
+}
+
+typedef enum { PHASE_WARMUP, PHASE_TIMED } phase;
+static const char *const phase_names[] = {"warm-up", "timed"};
+static const char *const func_note = "benchmark %R: raised by func in %s iteration %zd of %zd";
+static const char *const sync_note = "benchmark %R: raised by sync_fn in %s iteration %zd of %zd";
+
+/* ---- the loops ---------------------------------------------------------------- */
+
+int
+shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
+               int64_t max_time_ns, shp_hwm_window *ram, int vram, shp_progress *pl,
+               PyObject *name)
+{
+    int64_t t0, t1 = 0;
+    Py_ssize_t next_check = min_iters;
+    int adaptive = target > 0;
+    run->start_ns = shp_now_ns();
+    int64_t deadline = max_time_ns > 0 && max_time_ns < INT64_MAX - run->start_ns
+                           ? run->start_ns + max_time_ns : INT64_MAX;
+    Py_ssize_t total = adaptive ? 0 : min_iters;
+    for (Py_ssize_t i = 0;; i++) {
+        if (i >= min_iters) {
+            if (!adaptive)
+                break;
+            if (i >= next_check) {
+                double med, lo, hi;
+                shp_median_ci(run->samples, i, run->scratch, &med, &lo, &hi);
+                if ((hi - lo) / 2.0 <= target * med) {
+                    run->target_met = 1;
+                    break;
+                }
+                next_check = i + (i / 10 > 1 ? i / 10 : 1);
+            }
+            if (t1 >= deadline || i >= run->max_iters)
+                break;
+        }
+        else if (!adaptive && i > 0 && t1 >= deadline) {
+            break;   /* a plain time cap: keep what was measured */
+        }
+        if (i == run->cap && grow(run, ram) < 0)
+            return -1;
+
+        if (shp_sync_call(&p->sync, NULL) < 0) {
+            shp_note_current(sync_note, name, "before timed", i, min_iters);
+            return -1;
+        }
+        t0 = shp_now_ns();
+        PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
+        if (r == NULL) {
+            shp_note_current(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
+            return -1;
+        }
+        if (shp_sync_call(&p->sync, &t1) < 0) {
+            Py_DECREF(r);
+            shp_note_current(sync_note, name, "after timed", i, min_iters);
+            return -1;
+        }
+        /* ---- outside the timed region ---- */
+        run->samples[i] = (double)(t1 - t0);
+        run->n = i + 1;
+        if (after_call(p, r, ram, vram, run) < 0 ||
+            shp_progress_tick(pl, i + 1, total, t1, run->start_ns) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_run *run,
+                PyObject *name)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
+        if (r == NULL) {
+            shp_note_current(func_note, name, phase_names[PHASE_WARMUP], i, n);
+            return -1;
+        }
+        if (shp_sync_call(&p->sync, NULL) < 0) {
+            Py_DECREF(r);
+            shp_note_current(sync_note, name, "after warm-up", i, n);
+            return -1;
+        }
+        if (after_call(p, r, ram, vram, run) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+shp_run_alloc(shp_run *run, Py_ssize_t cap, Py_ssize_t max_iters)
+{
+    run->cap = cap;
+    run->max_iters = max_iters;
+    run->target_met = -1;
+    run->samples = PyMem_Malloc((size_t)cap * sizeof(double));
+    run->scratch = PyMem_Malloc((size_t)cap * sizeof(double));
+    if (run->samples == NULL || run->scratch == NULL) {
+        PyErr_Format(PyExc_MemoryError,
+                     "cannot allocate the sample buffers for %zd iterations (%zd MiB)", cap,
+                     (Py_ssize_t)((double)cap * 2 * sizeof(double) / SHP_MIB));
+        return -1;
+    }
+    /* Touch every page before the memory baseline, so our own buffers never
+     * count as the callable's RAM. */
+    memset(run->samples, 0, (size_t)cap * sizeof(double));
+    memset(run->scratch, 0, (size_t)cap * sizeof(double));
+    return 0;
+}
+
+void
+shp_run_free(shp_run *run)
+{
+    PyMem_Free(run->samples);
+    PyMem_Free(run->scratch);
+    run->samples = run->scratch = NULL;
+}

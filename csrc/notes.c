@@ -1,0 +1,65 @@
+/*
+ * notes.c -- PEP 678 notes on a user's exception.
+ *
+ * An exception raised by func or sync_fn inside the run propagates
+ * unchanged, with a note saying which benchmark, which phase and which
+ * iteration raised it.  A leaf: no module state, no calls into other files.
+ */
+#include "profiling.h"
+
+#include <stdarg.h>
+
+void
+shp_add_note(PyObject *exc, const char *fmt, ...)
+{
+    if (exc == NULL)
+        return;
+    va_list va;
+    va_start(va, fmt);
+    PyObject *note = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (note == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    /* add_note: BaseException's (3.11+) or the exception's own.  Before 3.11
+     * there is usually none: keep PEP 678's data all the same, a list in
+     * __notes__, which code and tools that read notes find (only the
+     * interpreter's own traceback printout does not show it there). */
+    PyObject *r = NULL;
+    PyObject *add = PyObject_GetAttrString(exc, "add_note");
+    if (add != NULL) {
+        r = PyObject_CallOneArg(add, note);
+        Py_DECREF(add);
+    }
+    else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
+        if (notes == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            notes = PyList_New(0);
+            if (notes != NULL && PyObject_SetAttrString(exc, "__notes__", notes) < 0)
+                Py_CLEAR(notes);
+        }
+        if (notes != NULL && PyList_Check(notes) && PyList_Append(notes, note) == 0)
+            r = Py_NewRef(Py_None);
+        Py_XDECREF(notes);
+    }
+    Py_DECREF(note);
+    if (r == NULL)
+        PyErr_Clear();   /* an exception that refuses notes propagates bare */
+    Py_XDECREF(r);
+}
+
+void
+shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
+                 Py_ssize_t n)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL)
+        PyException_SetTraceback(value, tb);
+    shp_add_note(value, fmt, name, phase, i + 1, n);
+    PyErr_Restore(type, value, tb);
+}
