@@ -65,7 +65,9 @@ _declare_dataclass_fields()
 
 # Python by nature: adapters over torch / ONNX Runtime, sweeps and plots.  Their
 # modules import torch, onnxruntime and matplotlib only inside the functions.
-from .adapters import SweepResult, benchmark_onnx, profile_model, sweep  # noqa: E402
+from .onnx_models import benchmark_onnx  # noqa: E402
+from .sweeps import SweepResult, sweep  # noqa: E402
+from .torch_models import profile_model  # noqa: E402
 from .plot import plot_latency, plot_sweep  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",

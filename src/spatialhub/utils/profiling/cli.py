@@ -228,7 +228,7 @@ def _run_callable(a):
     shapes = a.args_shape or []
     kw = _bench_kw(a)
     if _is_torch_module(target):
-        from .adapters import profile_model
+        from .torch_models import profile_model
 
         if len(shapes) != 1:
             raise CliError("a torch module needs exactly one --args-shape (its input shape)")
@@ -260,7 +260,7 @@ def _run_callable(a):
 
 
 def _run_onnx(a):
-    from .adapters import benchmark_onnx
+    from .onnx_models import benchmark_onnx
 
     if not os.path.isfile(a.onnx):
         raise CliError(f"--onnx: no such file {a.onnx!r}")
@@ -350,7 +350,7 @@ def _one_line(exc):
 
 
 def _main(a):
-    from .adapters import SweepResult
+    from .sweeps import SweepResult
 
     if a.compare:
         stats_list, table, payload = _compare(a)

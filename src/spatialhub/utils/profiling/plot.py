@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from .adapters import throughput_unit
+from .sweeps import throughput_unit
 
 __all__ = ["plot_latency", "plot_sweep"]
 

@@ -1,0 +1,184 @@
+"""The ONNX Runtime adapter: ``benchmark_onnx`` times a model per provider.
+
+A thin layer over the native ``benchmark_callable``: it makes one session
+per execution provider, random inputs from the model's declared ones and
+the right device sync, then hands the timing to the C core.  onnxruntime
+is imported by the function, never at module import.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ._native import benchmark_callable, get_cuda_sync_fn
+from .sweeps import SweepResult
+
+__all__ = ["benchmark_onnx", "resolve_provider"]
+
+
+# ONNX tensor element types -> NumPy dtypes for random inputs.
+_ORT_DTYPES = {
+    "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+    "tensor(int8)": np.int8, "tensor(int16)": np.int16, "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64, "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16,
+    "tensor(uint32)": np.uint32, "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_,
+}
+
+
+def resolve_provider(provider, available):
+    """Full ONNX Runtime provider name for ``provider``: a full name
+    ("CUDAExecutionProvider") or a short one ("CUDA", "cpu", "TensorRT"),
+    case-insensitive.  ValueError, listing ``available``, when it is not
+    among them."""
+    want = provider.strip().lower()
+    for full in available:
+        low = full.lower()
+        if want in (low, low.removesuffix("executionprovider")):
+            return full
+    raise ValueError(
+        f"ONNX Runtime provider {provider!r} is not available in this onnxruntime build; "
+        f"available: {', '.join(available)}"
+    )
+
+
+def _random_onnx_inputs(session, input_dims=None, seed=0):
+    """{input name: random array} from the session's declared inputs.
+
+    Symbolic or unknown dimensions take ``input_dims[dim_name]`` when given,
+    else 1.  Floats are standard normal; integers and bools are in {0, 1}
+    (safe as indices or token ids)."""
+    rng = np.random.default_rng(seed)
+    input_dims = dict(input_dims or {})
+    feed = {}
+    for arg in session.get_inputs():
+        dtype = _ORT_DTYPES.get(arg.type)
+        if dtype is None:
+            raise ValueError(
+                f"benchmark_onnx: cannot make a random value for input {arg.name!r} of type {arg.type}; "
+                f"pass inputs={{{arg.name!r}: ...}}"
+            )
+        shape = []
+        for d in arg.shape or []:
+            if isinstance(d, int) and d >= 0:
+                shape.append(d)
+            elif isinstance(d, str) and d in input_dims:
+                shape.append(int(input_dims[d]))
+            else:
+                shape.append(1)
+        if np.issubdtype(dtype, np.floating):
+            feed[arg.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feed[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
+    return feed
+
+
+def _onnx_feed(session, inputs, input_dims):
+    names = [a.name for a in session.get_inputs()]
+    if inputs is None:
+        return _random_onnx_inputs(session, input_dims)
+    if isinstance(inputs, dict):
+        missing, extra = set(names) - set(inputs), set(inputs) - set(names)
+        if missing or extra:
+            raise ValueError(
+                f"benchmark_onnx: inputs must name exactly the model's inputs {names}; "
+                f"missing {sorted(missing)}, unknown {sorted(extra)}"
+            )
+        return dict(inputs)
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    inputs = list(inputs)
+    if len(inputs) != len(names):
+        raise ValueError(f"benchmark_onnx: the model takes {len(names)} input(s) {names}, got {len(inputs)}")
+    return dict(zip(names, inputs))
+
+
+def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=None,
+                   warmup=10, iters=50, session_options=None, **bench_kw):
+    """Benchmark an ONNX model on one or more ONNX Runtime execution providers.
+
+    ``model`` is a path to an ``.onnx`` file, the model's bytes, or an
+    ``onnxruntime.InferenceSession``.  ``providers`` (default
+    ``("CPUExecutionProvider",)``; for a session, the session's own) lists
+    the providers to compare, by full or short name ("CPU", "CUDA"); a
+    provider this onnxruntime build does not have raises ``ValueError``
+    listing the ones it has, and so does one that ONNX Runtime accepted but
+    silently replaced by another.  A session runs on the providers it was
+    made with, so it cannot be combined with other ``providers``.
+
+    ``inputs``: a dict {name: array}, a list of arrays in input order, or
+    one array; None makes seeded random inputs from the declared shapes and
+    dtypes, with symbolic dimensions set from ``input_dims`` ({"batch": 8})
+    or 1.  The same inputs are used for every provider.
+
+    Each provider gives one ``BenchmarkStats`` of ``session.run(None,
+    feed)``: ``name`` (default: the file name without extension, or
+    "onnx-model") and ``device`` = the provider name, so the table tells
+    them apart and a CUDA provider gets the native CUDA sync and VRAM
+    tracking; TensorRT gets the native CUDA sync too (``RuntimeError``
+    without a loadable driver, unless ``sync_fn`` is given, as for a CUDA
+    device: never an unsynced timing).  ``env["onnx_inputs"]``
+    records the input shapes.  Returns a :class:`SweepResult` (a list, one
+    stats per provider).  Other keywords go to ``benchmark_callable``.
+    """
+    import onnxruntime as ort
+
+    available = list(ort.get_available_providers())
+    if isinstance(model, ort.InferenceSession):
+        own = model.get_providers()
+        if providers is not None:
+            wanted = [resolve_provider(p, available) for p in providers]
+            if wanted != own[: len(wanted)]:
+                raise ValueError(
+                    f"benchmark_onnx: this InferenceSession runs on {own}; to benchmark {wanted} pass "
+                    f"the model's path or bytes instead of a session"
+                )
+        sessions = [(own[0], model)]
+        label = name or "onnx-model"
+    else:
+        if isinstance(model, (str, os.PathLike)):
+            source = os.fspath(model)
+            label = name or os.path.splitext(os.path.basename(source))[0]
+        elif isinstance(model, (bytes, bytearray, memoryview)):
+            source = bytes(model)
+            label = name or "onnx-model"
+        else:
+            raise TypeError(
+                f"benchmark_onnx: model must be a path, bytes or onnxruntime.InferenceSession, "
+                f"got {type(model).__name__}"
+            )
+        wanted = [resolve_provider(p, available) for p in (providers or ("CPUExecutionProvider",))]
+        sessions = []
+        for prov in wanted:
+            sess = ort.InferenceSession(source, sess_options=session_options, providers=[prov])
+            actual = sess.get_providers()
+            if actual[0] != prov:
+                raise ValueError(
+                    f"benchmark_onnx: ONNX Runtime could not start {prov} (the session fell back to "
+                    f"{actual}); check the provider's libraries (CUDA, cuDNN, TensorRT)"
+                )
+            sessions.append((prov, sess))
+
+    feed = _onnx_feed(sessions[0][1], inputs, input_dims)
+    shapes = {k: list(np.shape(v)) for k, v in feed.items()}
+    results = []
+    for prov, sess in sessions:
+        kw = dict(bench_kw)
+        if "tensorrt" in prov.lower() and "cuda" not in prov.lower() and kw.get("sync_fn") is None:
+            # the native core recognises CUDA devices by "cuda" in the label;
+            # TensorRT runs on CUDA too, so give it the same sync explicitly --
+            # and, as for a CUDA device, refuse to time it without one
+            kw["sync_fn"] = get_cuda_sync_fn()
+            if kw["sync_fn"] is None:
+                raise RuntimeError(
+                    f"benchmark_onnx: {prov} runs on CUDA, but the native core could not load the "
+                    f"CUDA driver for a device sync; pass sync_fn=... (e.g. torch.cuda.synchronize)"
+                )
+        stats = benchmark_callable(sess.run, None, feed, name=label, device=prov,
+                                   num_warmup=warmup, num_iters=iters, **kw)
+        env = dict(stats.env or {})
+        env.setdefault("onnxruntime", ort.__version__)
+        env["onnx_inputs"] = shapes
+        stats.env = env
+        results.append(stats)
+    return SweepResult(results, param=None, values=[p for p, _ in sessions])

@@ -1,0 +1,154 @@
+"""The PyTorch adapter: ``profile_model`` times a ``torch.nn.Module``.
+
+A thin layer over the native ``benchmark_callable``: it prepares the model,
+a random input per batch size and the right device sync, then hands the
+timing to the C core.  torch is imported by the function, never at module
+import.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ._native import benchmark_callable, get_cuda_sync_fn
+from .sweeps import SweepResult
+
+__all__ = ["profile_model"]
+
+
+def _torch_dtype(torch, dtype):
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        resolved = getattr(torch, dtype.replace("torch.", ""), None)
+        if isinstance(resolved, torch.dtype):
+            return resolved
+    raise ValueError(f"profile_model: unknown dtype {dtype!r} (use a torch.dtype or a name like 'float16')")
+
+
+def _check_shape(shape, what):
+    try:
+        shape = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, got {shape!r}") from None
+    if not shape or any(d < 1 for d in shape):
+        raise ValueError(f"{what} must be non-empty with every dimension >= 1, got {shape!r}")
+    return shape
+
+
+def _torch_device(torch, device):
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"profile_model: device {str(device)!r} requested but torch.cuda.is_available() is False "
+                f"(torch {torch.__version__}); use device='cpu'"
+            )
+        dev = torch.device("cuda", torch.cuda.current_device() if dev.index is None else dev.index)
+    elif dev.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise RuntimeError("profile_model: device 'mps' requested but torch.backends.mps.is_available() is False")
+    return dev
+
+
+def _random_input(torch, shape, dtype, dev):
+    gen = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point or dtype.is_complex:
+        x = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+    elif dtype == torch.bool:
+        x = torch.randint(0, 2, shape, generator=gen).bool()
+    else:
+        x = torch.randint(0, 2, shape, generator=gen).to(dtype)
+    return x.to(dev)
+
+
+def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_sizes=None,
+                  dtype=None, name=None, **bench_kw):
+    """Latency profile of a ``torch.nn.Module`` (the latency-profiler recipe).
+
+    Moves ``model`` to ``device`` (in place, as ``Module.to`` does), puts it
+    in ``eval()`` mode, builds a random input of ``input_shape`` (seeded, so
+    runs are repeatable) and times ``model(x)`` under
+    ``torch.inference_mode()`` with the native harness: ``warmup`` untimed
+    calls, then ``iters`` timed ones, each bracketed by the device's sync
+    (native ``cuCtxSynchronize`` on cuda, ``torch.mps.synchronize`` on mps,
+    none on cpu).
+
+    ``dtype`` (a ``torch.dtype`` or its name; default float32) is the input
+    dtype; a floating dtype converts the model's floating parameters too, so
+    ``dtype=torch.float16`` profiles a half-precision model.  Integer dtypes
+    (token ids) give inputs in {0, 1} and leave the model alone.
+
+    ``batch_size`` of the result is ``input_shape[0]``, so ``throughput`` is
+    samples/s.  On cuda, ``torch_max_allocated_mb`` is torch's own peak
+    allocation over the run (``torch.cuda.max_memory_allocated`` after
+    ``reset_peak_memory_stats``; weights and input included), beside the
+    device-wide ``vram_delta_mb``.
+
+    With ``batch_sizes=[1, 4, 16, 32]`` the first dimension of
+    ``input_shape`` is replaced by each batch size in turn and a
+    :class:`SweepResult` (one stats per batch size, ``param="batch_size"``)
+    is returned; otherwise one ``BenchmarkStats``.  Other keyword arguments
+    go to ``benchmark_callable`` (``track_ram``, ``target_rel_ci``, ...).
+    """
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"profile_model: model must be a torch.nn.Module, got {type(model).__name__}")
+    shape = _check_shape(input_shape, "profile_model: input_shape")
+    if batch_sizes is not None:
+        batch_sizes = [int(b) for b in batch_sizes]
+        if not batch_sizes or any(b < 1 for b in batch_sizes):
+            raise ValueError(f"profile_model: batch_sizes must be positive ints, got {batch_sizes!r}")
+    tdtype = _torch_dtype(torch, dtype)
+    dev = _torch_device(torch, device)
+    label = name or type(model).__name__
+
+    model = model.to(dev)
+    if tdtype.is_floating_point:
+        model = model.to(tdtype)
+    model.eval()
+
+    cuda = dev.type == "cuda"
+    if cuda:
+        with torch.cuda.device(dev):
+            sync = get_cuda_sync_fn()
+        if sync is None:  # driver not loadable by the native core: torch's own sync
+            index = dev.index
+            sync = lambda: torch.cuda.synchronize(index)  # noqa: E731
+        device_label = f"cuda:{dev.index}"
+    elif dev.type == "mps":
+        sync = torch.mps.synchronize
+        device_label = "mps"
+    else:
+        sync = None
+        device_label = str(dev)
+    bench_kw.setdefault("sync_fn", sync)
+
+    def run(batch):
+        x = _random_input(torch, (batch,) + shape[1:], tdtype, dev)
+        # on cuda, torch.cuda.device(dev) makes dev's context current for the native sync
+        with torch.inference_mode(), (torch.cuda.device(dev) if cuda else contextlib.nullcontext()):
+            if cuda:
+                torch.cuda.synchronize(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
+            stats = benchmark_callable(model, x, name=label, device=device_label,
+                                       num_warmup=warmup, num_iters=iters, **bench_kw)
+            if cuda:
+                stats.torch_max_allocated_mb = torch.cuda.max_memory_allocated(dev) / 2**20
+        stats.batch_size = batch
+        env = dict(stats.env or {})  # the native core records torch and the CUDA device
+        env["input_shape"] = list(x.shape)
+        env["input_dtype"] = str(tdtype).replace("torch.", "")
+        stats.env = env
+        return stats
+
+    if batch_sizes is None:
+        return run(shape[0])
+    results = []
+    for b in batch_sizes:
+        stats = run(b)
+        stats.params = {"batch_size": b}
+        results.append(stats)
+    return SweepResult(results, param="batch_size", values=batch_sizes)
