@@ -235,59 +235,54 @@ int
 shp_fields_init(PyObject *self, const shp_field *fields, PyObject *args,
                 PyObject *kwargs)
 {
+    /* The call's shape is checked by the one keyword parser (args.c) before
+     * any field is set, as a dataclass's __init__ does; the values are held
+     * strongly while fields are set (a value's __float__ may change kwargs). */
     const char *tn = shp_type_short_name(Py_TYPE(self));
-    Py_ssize_t nf = shp_fields_count(fields), npos = 0;
+    Py_ssize_t nf = shp_fields_count(fields);
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    int npos = 0, nreq = 0, rc = -1;
+    while (npos < nf && !fields[npos].keyword_only)
+        npos++;
+    while (nreq < nf && fields[nreq].required)
+        nreq++;
+    const char **names = PyMem_New(const char *, (size_t)nf + 1);
+    PyObject **vec = PyMem_New(PyObject *, (size_t)(nargs + nkw) + 1);
+    PyObject **out = PyMem_New(PyObject *, (size_t)nf + 1);
+    PyObject *kwnames = nkw > 0 ? PyTuple_New(nkw) : NULL;
+    Py_ssize_t nvec = 0;
+    if (names == NULL || vec == NULL || out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (nkw > 0 && kwnames == NULL)
+        goto done;
     for (Py_ssize_t i = 0; i < nf; i++)
-        if (!fields[i].keyword_only)
-            npos++;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    if (nargs > npos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
-                     tn, npos, nargs);
-        return -1;
+        names[i] = fields[i].name;
+    for (; nvec < nargs; nvec++)
+        vec[nvec] = Py_NewRef(PyTuple_GET_ITEM(args, nvec));
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, k = 0;
+    while (k < nkw && PyDict_Next(kwargs, &pos, &key, &value)) {
+        PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
+        vec[nvec++] = Py_NewRef(value);
+        k++;
     }
-    Py_ssize_t used_kw = 0;
-    for (Py_ssize_t i = 0; i < nf; i++) {
-        const shp_field *f = &fields[i];
-        PyObject *v = NULL;   /* borrowed */
-        if (!f->keyword_only && i < nargs)
-            v = PyTuple_GET_ITEM(args, i);
-        if (kwargs != NULL) {
-            PyObject *kv = PyDict_GetItemString(kwargs, f->name);
-            if (kv != NULL) {
-                if (v != NULL) {
-                    PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'",
-                                 tn, f->name);
-                    return -1;
-                }
-                v = kv;
-                used_kw++;
-            }
-        }
-        if (v == NULL) {
-            if (f->required) {
-                PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", tn, f->name);
-                return -1;
-            }
-            continue;
-        }
-        if (shp_field_set(self, f, v) < 0)
-            return -1;
-    }
-    if (kwargs != NULL && used_kw != PyDict_GET_SIZE(kwargs)) {
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            int known = 0;
-            for (Py_ssize_t i = 0; i < nf && !known; i++)
-                known = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, fields[i].name) == 0;
-            if (!known) {
-                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", tn, key);
-                return -1;
-            }
-        }
-    }
-    return 0;
+    shp_argspec spec = {tn, names, (int)nf, npos, nreq, 0};
+    if (shp_args_parse(&spec, vec, nargs, kwnames, out) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < nf; i++)
+        if (out[i] != NULL && shp_field_set(self, &fields[i], out[i]) < 0)
+            goto done;
+    rc = 0;
+done:
+    for (Py_ssize_t i = 0; i < nvec; i++)
+        Py_DECREF(vec[i]);
+    PyMem_Free(names);
+    PyMem_Free(vec);
+    PyMem_Free(out);
+    Py_XDECREF(kwnames);
+    return rc;
 }
 
 static PyObject *
