@@ -1,10 +1,6 @@
 /*
- * cuda.c -- the CUDA Driver API, loaded at run time (a leaf).
- *
- * The driver binding only: loading, contexts, sync, device memory, error
- * names.  It calls no other file; its Python face (the CudaSync type, the
- * module functions, the environment entry) is cudasync.c, and reading a
- * device label is device.c's.
+ * cuda.c -- the CUDA Driver API, loaded at run time: the binding only, a
+ * leaf (its Python face is cudasync.c; reading device labels, device.c).
  *
  * No CUDA header or library is needed to build this file: the dozen entry
  * points the harness uses are declared in profiling.h (shp_cuda) and resolved
@@ -24,7 +20,6 @@
  */
 #include "profiling.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 

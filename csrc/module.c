@@ -122,7 +122,6 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     return (PyObject *)s;
 }
 
-
 #define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef shp_methods[] = {
