@@ -489,9 +489,12 @@ typedef struct {
     double total_mb, free_mb, used_mb;
 } shp_GPUMemoryInfo;
 
+/* The module functions below are METH_FASTCALL | METH_KEYWORDS entry points:
+ * a new reference, or NULL with an exception set. */
 PyObject *shp_format_benchmark_table(PyObject *module, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames);
-/* The one-row Markdown / HTML table of one stats object (for Jupyter). */
+/* The one-row Markdown / HTML table of one stats object (for Jupyter); a
+ * new str, or NULL with an exception set. */
 PyObject *shp_stats_markdown(PyObject *stats);
 PyObject *shp_stats_html(PyObject *stats);
 
@@ -511,6 +514,7 @@ int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* Fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
+
 /* ---- gpumem.c ----------------------------------------------------------- */
 
 extern PyType_Spec shp_gpumem_spec;
@@ -520,6 +524,8 @@ PyObject *shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b);
 /* ---- compare.c ---------------------------------------------------------- */
 
 extern PyType_Spec shp_comparison_spec;
+/* compare_benchmarks(baseline, candidate, *, resamples=2000, seed=0): a new
+ * Comparison, or NULL with an exception set. */
 PyObject *shp_compare_benchmarks(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
 
@@ -531,7 +537,9 @@ int shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env);
 /* 1 and *t filled if obj is one of our CudaSync callables, else 0. */
 int shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t);
 
-/* The CudaSync type spec and the two module functions. */
+/* The CudaSync type spec and the two module functions: get_cuda_sync_fn()
+ * -> a new CudaSync or None (no driver); get_gpu_vram_mb(device_id=0) -> a
+ * new GPUMemoryInfo or None; NULL with an exception set on error. */
 extern PyType_Spec shp_cuda_sync_spec;
 PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
 PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
@@ -698,6 +706,8 @@ int shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double targe
 
 /* ---- bench.c ------------------------------------------------------------ */
 
+/* benchmark_callable(func, *args, <options>, **kwargs): a new BenchmarkStats,
+ * or NULL with an exception set (BenchmarkInterrupted carries .stats). */
 PyObject *shp_benchmark_callable(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
 
