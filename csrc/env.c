@@ -61,7 +61,9 @@ cpu_model(char *buf, size_t n)
 /* d[key] = module.attr() (or module.attr when `call` is 0); "unknown" when
  * that fails for any reason but memory (platform.platform() spawns `uname`,
  * which an isolated sub-interpreter refuses): metadata must never cost the
- * user their measurement. */
+ * user their measurement.  A KeyboardInterrupt or SystemExit raised in
+ * there (a Ctrl-C while `uname` runs) is the user's, not a failure of the
+ * lookup: it propagates, and nothing is cached. */
 static int
 set_from_module(PyObject *d, const char *key, const char *module, const char *attr, int call)
 {
@@ -75,9 +77,8 @@ set_from_module(PyObject *d, const char *key, const char *module, const char *at
         Py_SETREF(v, r);
     }
     if (v == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) || shp_clear_unless_fatal() < 0)
             return -1;
-        PyErr_Clear();
         v = PyUnicode_FromString("unknown");
         if (v == NULL)
             return -1;
@@ -131,9 +132,10 @@ static int add_torch_from(PyObject *d, PyObject *torch);
 static int
 add_torch(PyObject *d)
 {
-    PyObject *mods = PySys_GetObject("modules");   /* borrowed */
+    PyObject *mods = PySys_GetObject("modules");   /* borrowed, no Python runs below */
     if (mods == NULL || !PyDict_Check(mods))
         return 0;
+    /* "torch" is an str key: the lookup runs no user code */
     PyObject *torch = PyDict_GetItemString(mods, "torch");   /* borrowed */
     if (torch == NULL || torch == Py_None)
         return 0;
@@ -147,10 +149,8 @@ static int
 add_torch_from(PyObject *d, PyObject *torch)
 {
     PyObject *v = PyObject_GetAttrString(torch, "__version__");
-    if (v == NULL) {
-        PyErr_Clear();   /* a half-imported torch is not our error */
-        return 0;
-    }
+    if (v == NULL)   /* a half-imported torch is not our error; Ctrl-C is */
+        return shp_clear_unless_fatal();
     PyObject *s = PyObject_Str(v);
     Py_DECREF(v);
     if (s == NULL || PyDict_SetItemString(d, "torch", s) < 0) {
@@ -161,12 +161,24 @@ add_torch_from(PyObject *d, PyObject *torch)
     PyObject *version = PyObject_GetAttrString(torch, "version");
     PyObject *cuda = version ? PyObject_GetAttrString(version, "cuda") : NULL;
     Py_XDECREF(version);
-    if (cuda == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
+    if (cuda == NULL)
+        return shp_clear_unless_fatal();
     int rc = PyDict_SetItemString(d, "torch_cuda", cuda);
     Py_DECREF(cuda);
+    return rc;
+}
+
+/* process_peak_rss_mb: the process's peak RSS including what it was before
+ * the benchmarks reset the kernel's record (docs/memory.md); None if unknown. */
+static int
+add_process_peak(PyObject *d)
+{
+    int64_t b = shp_process_peak_rss_bytes();
+    PyObject *v = b >= 0 ? PyFloat_FromDouble((double)b / SHP_MIB) : Py_NewRef(Py_None);
+    if (v == NULL)
+        return -1;
+    int rc = PyDict_SetItemString(d, "process_peak_rss_mb", v);
+    Py_DECREF(v);
     return rc;
 }
 
@@ -181,7 +193,7 @@ shp_env_dict(shp_state *st)
     PyObject *d = PyDict_Copy(st->env_static);
     if (d == NULL)
         return NULL;
-    if (add_torch(d) < 0) {
+    if (add_torch(d) < 0 || add_process_peak(d) < 0) {
         Py_DECREF(d);
         return NULL;
     }

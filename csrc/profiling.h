@@ -6,10 +6,12 @@
  * reads the sources and fails on a call cycle or a .c file over 620 lines).
  *
  *  0. leaves -- the platform and plain C-API helpers; call no other file
- *     (env.c: only the clock)
+ *     (env.c: only the clock and memory.c; cuda.c: only dynlib.c)
  *     clock.c     monotonic nanosecond clock (the clock of time.perf_counter)
  *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
+ *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
  *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
+ *                 (calls dynlib.c only)
  *     args.c      every argument conversion and the one keyword parser
  *     device.c    what a device label means (CPU / CUDA[:n] / providers / MPS)
  *     notes.c     PEP 678 notes on a user's exception
@@ -109,16 +111,20 @@ int64_t shp_rss_bytes(void);
  */
 typedef enum { SHP_PEAK_OFF = 0, SHP_PEAK_HWM = 1, SHP_PEAK_SAMPLED = 2 } shp_peak_method;
 
+typedef struct shp_hwm_node shp_hwm_node;   /* memory.c: the shared part, on the heap */
+
+/* The opener's handle: only its own benchmark reads it, so it may live on a
+ * C stack that a greenlet switch moves; what other windows update (the peak)
+ * is in the node, which never moves. */
 typedef struct shp_hwm_window {
-    struct shp_hwm_window *next;
-    shp_peak_method method;
-    int64_t baseline;     /* RSS at open, bytes */
-    int64_t peak;         /* highest RSS seen so far, bytes */
-    int statm_fd;         /* Linux: open /proc/self/statm for cheap sampling */
+    shp_hwm_node *node;       /* NULL once closed, or when it could not be made */
+    shp_peak_method method;   /* fixed when opened */
 } shp_hwm_window;
 
-/* Open a window (never fails: falls back to sampling, or OFF if no RSS).
- * The list of open windows is process-wide (the mark is); hold the GIL. */
+/* Open a window (never fails: falls back to sampling, or OFF if no RSS or
+ * no memory for the node).  The list of open windows is process-wide (the
+ * mark is) and survives fork(): a child keeps the forking thread's windows
+ * only.  Hold the GIL. */
 void shp_window_open(shp_hwm_window *w);
 /* Fold one RSS sample into a SAMPLED window; cheap, no Python calls. */
 void shp_window_sample(shp_hwm_window *w);
@@ -128,6 +134,31 @@ int64_t shp_window_close(shp_hwm_window *w);
 const char *shp_peak_method_name(shp_peak_method m);
 /* Test hook: when set, the HWM reset is reported as unavailable. */
 extern int shp_force_sampled_rss;
+/* The process's peak RSS in bytes, including what it was before this
+ * module reset the kernel's record (which cannot be restored); -1 (no
+ * exception) if unknown.  Reads /proc: not for a timed region. */
+int64_t shp_process_peak_rss_bytes(void);
+
+/* ---- dynlib.c: the platform's loader (no GIL needed, no exception) ------ */
+
+#define SHP_CUDA_ENV "SPATIALHUB_LIBCUDA"
+#if defined(SHP_WINDOWS)
+#define SHP_CUDA_DEFAULT_LIB "nvcuda.dll"
+#else
+/* The driver's runtime name; the bare libcuda.so is the toolkit's stub. */
+#define SHP_CUDA_DEFAULT_LIB "libcuda.so.1"
+#endif
+#if !defined(SHP_MACOS)
+/* Load a library (an override is loaded as named, the default from the
+ * system only); NULL with the reason in err. */
+void *shp_dl_open(const char *path, int is_override, char *err, size_t errsize);
+/* A symbol's address, NULL if absent. */
+void *shp_dl_sym(void *lib, const char *name);
+void shp_dl_close(void *lib);
+/* SPATIALHUB_LIBCUDA into buf: 1 if set and non-empty, 0 if not, -1 if it
+ * does not fit (never silently replaced by the default). */
+int shp_cuda_override(char *buf, size_t size);
+#endif
 
 /* ---- cuda.c: the driver table ------------------------------------------ */
 
@@ -162,6 +193,9 @@ typedef struct {
     shp_CUresult (*cuGetErrorString)(shp_CUresult, const char **);
     /* primary contexts this module retained, released at module teardown */
     shp_CUcontext primary[SHP_MAX_CUDA_DEVICES];
+    /* serialises loading and retaining (which run without the GIL); made at
+     * the first use, under the GIL; never waited for with the GIL held */
+    PyThread_type_lock mu;
 } shp_cuda;
 
 /* ---- module state (defined here so that leaves can take it) ------------- */
@@ -324,12 +358,50 @@ int shp_device_parse(PyObject *label, shp_device *out);
 
 /* Attach "note" to exception `exc` (its add_note; before 3.11, where there is
  * usually none, an append to __notes__); keeps the original exception if
- * attaching fails.  Never fails. */
+ * attaching fails.  Never fails, but a KeyboardInterrupt or SystemExit
+ * raised by code it runs (a name's __repr__, an add_note override) is left
+ * set: the caller lets it through. */
 void shp_add_note(PyObject *exc, const char *fmt, ...);
 /* Note fmt % (name, phase, i + 1, n) on the exception now set, which stays
- * set (normalised, with its traceback).  Never fails. */
+ * set (normalised, with its traceback) -- or is replaced by a Ctrl-C /
+ * SystemExit that arrived while the note was made (its context then).
+ * Never fails. */
 void shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
                       Py_ssize_t n);
+
+/* ---- dropping an exception that does not matter ------------------------ */
+
+/*
+ * Metadata lookups, a broken stderr, a half-imported module: the harness
+ * ignores their failures so that they never cost the user a measurement.
+ * KeyboardInterrupt and SystemExit are not failures of the thing looked up
+ * -- a Ctrl-C lands wherever Python code happens to run (a subprocess of
+ * platform.platform(), a stream's write()) -- and clearing them loses the
+ * user's request to stop.  These two are the only way the extension drops
+ * an exception that Python code may have raised (static inline: C-API only).
+ */
+
+/* 1 if the pending exception is KeyboardInterrupt or SystemExit (or a
+ * subclass), 0 otherwise (or if none).  No Python code runs. */
+static inline int
+shp_error_is_fatal(void)
+{
+    return PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
+           PyErr_ExceptionMatches(PyExc_SystemExit);
+}
+
+/* Drop the pending exception (if any) unless it is fatal in the sense above.
+ * 0: nothing is set now; -1: the fatal exception is still set. */
+static inline int
+shp_clear_unless_fatal(void)
+{
+    if (PyErr_Occurred() == NULL)
+        return 0;
+    if (shp_error_is_fatal())
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
 
 /* ---- env.c -------------------------------------------------------------- */
 
@@ -614,6 +686,10 @@ shp_sync_call(shp_sync *p, int64_t *t_after)
 
 /* ---- progress.c --------------------------------------------------------- */
 
+/* Adaptive stopping never judges target_rel_ci on fewer samples: at n <= 5
+ * the median's CI is [min, max] (zero wide at n = 1); at 10 it is
+ * [x(2), x(9)].  Exported as _native.ADAPTIVE_MIN_SAMPLES. */
+#define SHP_ADAPTIVE_MIN_SAMPLES 10
 #define SHP_PROGRESS_PERIOD_NS 100000000LL      /* 0.1 s between redraws */
 #define SHP_PROGRESS_DECIDE_NS 500000000LL      /* auto mode decides after 0.5 s */
 
@@ -621,6 +697,7 @@ shp_sync_call(shp_sync *p, int64_t *t_after)
 typedef struct {
     int mode;                         /* -1 undecided, 0 off, 1 on */
     int drawn;
+    int last_len;                     /* bytes of the last line drawn (padding) */
     int64_t last_ns;
     PyObject *name;                   /* borrowed from the run */
 } shp_progress;
@@ -644,20 +721,26 @@ shp_progress_tick(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t now,
     return shp_progress_update(pl, i, total, now, start);
 }
 /* The closing line, after the loop; may run with an exception set, which is
- * kept untouched (a Ctrl-C in the stream here is re-armed).  Never fails. */
-void shp_progress_close(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns);
+ * kept untouched (a Ctrl-C / SystemExit from the stream is then dropped).
+ * 0, or -1 with a KeyboardInterrupt / SystemExit from the stream when no
+ * exception was set. */
+int shp_progress_close(shp_progress *pl, Py_ssize_t i, Py_ssize_t total, int64_t elapsed_ns);
 
 /* ---- gcguard.c ---------------------------------------------------------- */
 
 /* Hold the collector off (counted per interpreter: overlapping runs never
  * switch it back on under each other).  0, or -1 with an exception set. */
 int shp_gc_hold(void);
-/* Undo one shp_gc_hold(); the last holder restores the state the first one
- * found.  Keeps any exception that is set.  Never fails. */
+/* Undo one shp_gc_hold() of this thread; the last holder restores the state
+ * the first one found.  Keeps any exception that is set.  Never fails. */
 void shp_gc_release(void);
 /* A full collection whatever the collector's switch says, without touching
- * the switch.  Keeps any exception that is set.  Never fails. */
-void shp_full_collect(void);
+ * the switch.  Call with no exception set.  0, or -1 with a KeyboardInterrupt
+ * / SystemExit set (raised by Python code the collection ran). */
+int shp_full_collect(void);
+/* Once per interpreter (module init): have forked children drop the
+ * collector holds of threads that did not survive the fork.  0 / -1. */
+int shp_gc_register_at_fork(void);
 
 /* ---- loop.c ------------------------------------------------------------- */
 

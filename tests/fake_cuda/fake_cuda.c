@@ -17,7 +17,9 @@
  *     context and returns at once; cuCtxSynchronize waits until it is done;
  *   - allocations (fake_alloc / fake_free) that move cuMemGetInfo_v2;
  *   - fake_inject_sticky(code): every later sync returns that code;
- *   - call counters, read with fake_count("cuCtxSynchronize").
+ *   - call counters, read with fake_count("cuCtxSynchronize");
+ *   - FAKE_CUDA_SLOW_MS=n: cuInit and cuDevicePrimaryCtxRetain take n ms
+ *     (outside the lock), as a real driver's start-up does.
  * State is process-wide behind one mutex, except the context stacks, which
  * are per thread as in the real driver.
  *
@@ -186,12 +188,31 @@ fake_current(void)
     return (c != NULL && c->refcount > 0) ? c : NULL;
 }
 
+/* FAKE_CUDA_SLOW_MS: the start-up latency of a real driver, spent before
+ * the lock is taken (a real driver's other threads are not blocked). */
+static void
+fake_slow_start(void)
+{
+    const char *ms = getenv("FAKE_CUDA_SLOW_MS");
+    long n = ms != NULL ? atol(ms) : 0;
+
+    if (n > 0) {
+        struct timespec ts = {n / 1000, (n % 1000) * 1000000L};
+
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+}
+
 /* ---- the Driver API ------------------------------------------------------ */
 
 EXPORT CUresult
 cuInit(unsigned int flags)
 {
-    CUresult rc = fake_enter("cuInit", 0);
+    CUresult rc;
+
+    fake_slow_start();
+    rc = fake_enter("cuInit", 0);
 
     if (rc != CUDA_SUCCESS) {
         return rc;
@@ -348,7 +369,10 @@ cuCtxPopCurrent_v2(CUcontext *ctx)
 EXPORT CUresult
 cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
-    CUresult rc = fake_enter("cuDevicePrimaryCtxRetain", 1);
+    CUresult rc;
+
+    fake_slow_start();
+    rc = fake_enter("cuDevicePrimaryCtxRetain", 1);
 
     if (rc != CUDA_SUCCESS) {
         return rc;

@@ -1,0 +1,793 @@
+"""Reliability, round 2 (issue 13): the faults an adversarial review reproduced.
+
+One test (at least) per numbered item of the issue; each failed on the code
+before the fix.  Anything that could crash the interpreter runs in a fresh
+subprocess, so a crash fails the test instead of killing pytest.
+"""
+import copy
+import importlib.util
+import inspect
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from reliability_support import PKG_ROOT, UNDER_SANITIZER, UNDER_VALGRIND, hwm_available, run_python
+from spatialhub.utils.profiling import (BenchmarkStats, benchmark_callable, compare_benchmarks,
+                                        format_benchmark_table)
+from spatialhub.utils.profiling import _native
+
+POSIX_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
+HAVE_GREENLET = importlib.util.find_spec("greenlet") is not None
+
+
+def ok(done):
+    """Assert a subprocess exited 0 (a signal shows as a negative code)."""
+    assert done.returncode == 0, (
+        f"rc={done.returncode}\n--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def stats(samples, **kw):
+    s = _native._stats_from_samples(np.asarray(samples, dtype=float))
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+# ---- 1. fork / greenlets vs the list of open RAM windows ----------------------
+
+
+@pytest.mark.skipif(not POSIX_FORK, reason="fork")
+def test_1a_fork_while_another_thread_benchmarks_then_child_benchmarks():
+    # The child inherits a list of open windows that lived on the stack of a
+    # thread that does not exist there; a new thread in the child reuses that
+    # stack.  The child must benchmark normally, five times out of five.
+    code = """
+        import os, threading, time, warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+
+        def churn():
+            # deep frames: overwrite whatever a reused stack held
+            def rec(n):
+                return rec(n - 1) + 1 if n else 0
+            rec(200)
+            [bytearray(4096) for _ in range(50)]
+
+        results = []
+        for attempt in range(5):
+            stop = threading.Event()
+            inside = threading.Event()
+            def step():
+                inside.set()
+                time.sleep(0.002)
+            def runner():
+                while not stop.is_set():
+                    benchmark_callable(step, num_warmup=0, num_iters=50, progress=False)
+            t = threading.Thread(target=runner)
+            t.start()
+            inside.wait()
+            time.sleep(0.01)
+            pid = os.fork()
+            if pid == 0:
+                code = 3
+                try:
+                    for _ in range(3):
+                        th = threading.Thread(target=churn)
+                        th.start()
+                        th.join()
+                        s = benchmark_callable(lambda: bytearray(8 << 20), num_warmup=1,
+                                               num_iters=3, progress=False)
+                        assert s.timed_iters == 3
+                        assert 0 <= s.ram_delta_mb < 1024, s.ram_delta_mb
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            stop.set()
+            t.join()
+            results.append(status)
+        print(results)
+        assert all(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in results), results
+    """
+    ok(run_python(code, timeout=240))
+
+
+@pytest.mark.skipif(not POSIX_FORK, reason="fork")
+def test_1a_fork_child_gets_its_collector_back():
+    # A disable_gc=True run in another thread holds the collector off when
+    # the process forks; that thread does not exist in the child, so the child
+    # must start with the collector on and a hold count of its own.
+    code = """
+        import gc, os, threading, time, warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        assert gc.isenabled()
+        stop = threading.Event()
+        inside = threading.Event()
+        def step():
+            inside.set()
+            time.sleep(0.002)
+        def runner():
+            while not stop.is_set():
+                benchmark_callable(step, num_warmup=0, num_iters=50, disable_gc=True, progress=False)
+        t = threading.Thread(target=runner)
+        t.start()
+        inside.wait()
+        while gc.isenabled():
+            time.sleep(0.001)
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                first = gc.isenabled()
+                benchmark_callable(lambda: None, num_warmup=0, num_iters=5, disable_gc=True,
+                                   progress=False)
+                after = gc.isenabled()
+                print("child", first, after, flush=True)
+                code = 0 if (first and after) else 4
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        stop.set()
+        t.join()
+        assert gc.isenabled()
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    """
+    out = ok(run_python(code, timeout=120))
+    assert "child True True" in out
+
+
+@pytest.mark.skipif(not POSIX_FORK, reason="fork")
+def test_1a_fork_from_inside_a_benchmark_keeps_the_forking_threads_window():
+    # The thread that forks is in the child too: its own open window (and
+    # collector hold) stay valid, and the benchmark completes there.
+    code = """
+        import gc, os, warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        state = {"forked": False}
+        def f():
+            if not state["forked"]:
+                state["forked"] = True
+                pid = os.fork()
+                if pid:
+                    state["pid"] = pid
+                else:
+                    state["child"] = True
+        s = benchmark_callable(f, num_warmup=0, num_iters=20, disable_gc=True, progress=False)
+        if state.get("child"):
+            ok = s.timed_iters == 20 and gc.isenabled()
+            os._exit(0 if ok else 5)
+        _, status = os.waitpid(state["pid"], 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert gc.isenabled()
+        print("done")
+    """
+    assert "done" in ok(run_python(code))
+
+
+GREENLET_CODE = """
+    import gc, warnings
+    warnings.simplefilter("ignore")
+    import greenlet
+    from spatialhub.utils.profiling import benchmark_callable, BenchmarkStats
+    main = greenlet.getcurrent()
+
+    def body(tag, n, gcoff):
+        def f():
+            main.switch(tag)      # leave mid-benchmark, with the window open
+            bytearray(1 << 16)
+        return benchmark_callable(f, num_warmup=2, num_iters=n, name=tag, progress=False,
+                                  disable_gc=gcoff)
+
+    for rnd in range(20):
+        gs = [greenlet.greenlet(lambda t=t, n=n, g=g: body(t, n, g))
+              for t, n, g in (("a", 30, False), ("b", 17, True), ("c", 5, rnd % 2 == 0))]
+        done = {}
+        while len(done) < len(gs):
+            for g in gs:
+                if not g.dead:
+                    r = g.switch()
+                    if g.dead:
+                        done[r.name] = r
+        assert {k: v.timed_iters for k, v in done.items()} == {"a": 30, "b": 17, "c": 5}, done
+        assert gc.isenabled()
+    # a greenlet abandoned mid-benchmark is unwound by GreenletExit: its window closes
+    g = greenlet.greenlet(lambda: body("x", 10, True))
+    g.switch()
+    del g
+    gc.collect()
+    assert gc.isenabled()
+    s = benchmark_callable(lambda: None, num_warmup=0, num_iters=5, progress=False)
+    assert s.timed_iters == 5
+    print("greenlets ok")
+"""
+
+
+@pytest.mark.skipif(not HAVE_GREENLET, reason="greenlet is not installed")
+def test_1b_greenlets_switching_inside_benchmarks():
+    assert "greenlets ok" in ok(run_python(GREENLET_CODE))
+
+
+# ---- 2. borrowed references held while user code runs -------------------------
+
+
+def test_2_table_param_value_whose_repr_drops_params():
+    code = """
+        import gc
+        from spatialhub.utils.profiling import _native, format_benchmark_table
+        s = _native._stats_from_samples([1.0, 2.0, 3.0])
+        class Evil:
+            def __repr__(self):
+                s.params = None
+                gc.collect()
+                junk = [bytearray(64) for _ in range(1000)]   # reuse the freed memory
+                return "evil-bs"
+        for _ in range(3):
+            s.params = {"bs": Evil()}
+            t = format_benchmark_table([s], param="bs")
+            assert "evil-bs" in t, t
+        print("ok")
+    """
+    assert "ok" in ok(run_python(code))
+
+
+def test_2_table_param_key_whose_eq_drops_params():
+    code = """
+        from spatialhub.utils.profiling import _native, format_benchmark_table
+        s = _native._stats_from_samples([1.0, 2.0, 3.0])
+        class Key(str):
+            def __hash__(self):
+                return hash("bs")
+            def __eq__(self, other):
+                s.params = None
+                return str.__eq__(self, other)
+        for _ in range(3):
+            s.params = {Key("bs"): 8}
+            t = format_benchmark_table([s], param="bs")
+            assert "| 8 |" in t.replace("  ", " ") or " 8 " in t, t
+        print("ok")
+    """
+    assert "ok" in ok(run_python(code))
+
+
+PARAMS_EQ_CODE = """
+    import copy, pickle
+    from spatialhub.utils.profiling import _native
+    s = _native._stats_from_samples([1.0, 2.0, 3.0])
+    class K:
+        def __init__(self, n):
+            self.n = n
+        def __hash__(self):
+            return 7              # all collide: inserting one compares with the others
+        def __eq__(self, other):
+            s.params = {"replaced": True}
+            return isinstance(other, K) and other.n == self.n
+        def __reduce__(self):
+            return (K, (self.n,))
+    def fresh():
+        d = {K(i): i for i in range(12)}
+        for i in range(9):        # deleted entries: the copy goes entry by entry
+            del d[next(iter(d))]
+        s.params = d
+    for op in ("to_dict", "copy", "pickle"):
+        for _ in range(3):
+            fresh()
+            if op == "to_dict":
+                out = s.to_dict()["params"]
+            elif op == "copy":
+                out = copy.copy(s).params
+            else:
+                out = pickle.loads(pickle.dumps(s)).params
+            assert sorted(out.values()) == [9, 10, 11], (op, out)
+    print("ok")
+"""
+
+
+def test_2_params_copy_with_keys_whose_eq_replaces_params():
+    assert "ok" in ok(run_python(PARAMS_EQ_CODE))
+
+
+# ---- 3. "ignore this exception" paths must let Ctrl-C and SystemExit through ---
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
+def test_3_interrupt_while_the_environment_is_captured(exc):
+    code = f"""
+        import platform, warnings
+        warnings.simplefilter("ignore")
+        real = platform.platform
+        calls = []
+        def slow_platform(*a, **k):
+            calls.append(1)
+            if len(calls) == 1:
+                raise {exc}()
+            return real(*a, **k)
+        platform.platform = slow_platform
+        from spatialhub.utils.profiling import benchmark_callable
+        try:
+            benchmark_callable(lambda: None, num_warmup=0, num_iters=3, progress=False)
+        except {exc}:
+            print("propagated")
+        else:
+            print("swallowed")
+        s = benchmark_callable(lambda: None, num_warmup=0, num_iters=3, progress=False)
+        print("platform=" + s.env["platform"])
+    """
+    out = ok(run_python(code))
+    assert "propagated" in out
+    assert "platform=unknown" not in out and "platform=" in out
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
+def test_3_interrupt_in_an_imported_torchs_attributes(exc):
+    code = f"""
+        import sys, types, warnings
+        warnings.simplefilter("ignore")
+        class Torch(types.ModuleType):
+            def __getattr__(self, name):
+                if name == "__version__":
+                    raise {exc}()
+                raise AttributeError(name)
+        sys.modules["torch"] = Torch("torch")
+        from spatialhub.utils.profiling import benchmark_callable
+        try:
+            benchmark_callable(lambda: None, num_warmup=0, num_iters=3, progress=False)
+        except {exc}:
+            print("propagated")
+        else:
+            print("swallowed")
+    """
+    assert "propagated" in ok(run_python(code))
+
+
+@pytest.mark.parametrize("where", ["isatty", "write", "flush", "module"])
+def test_3_interrupt_in_the_progress_stream(where):
+    # SystemExit from stderr (auto mode asks isatty; forced mode writes and
+    # flushes; a metaclass raising on __module__) must end the run.
+    code = f"""
+        import sys, time, warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        where = {where!r}
+        class Meta(type):
+            def __getattribute__(cls, name):
+                if name == "__module__" and where == "module":
+                    raise SystemExit(7)
+                return type.__getattribute__(cls, name)
+        class Err(metaclass=Meta):
+            def isatty(self):
+                if where == "isatty":
+                    raise SystemExit(7)
+                return True
+            def write(self, s):
+                if where == "write":
+                    raise SystemExit(7)
+                return len(s)
+            def flush(self):
+                if where == "flush":
+                    raise SystemExit(7)
+        sys.stderr = Err()
+        progress = True if where in ("write", "flush") else None
+        try:
+            benchmark_callable(time.sleep, 0.01, num_warmup=0, num_iters=400, progress=progress)
+        except SystemExit as e:
+            print("propagated", e.code)
+        else:
+            print("swallowed")
+    """
+    assert "propagated 7" in ok(run_python(code))
+
+
+# ---- 4. the GIL around blocking driver calls ----------------------------------
+
+
+def test_4_slow_driver_start_does_not_freeze_other_threads(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda
+
+    code = """
+        import warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable, get_gpu_vram_mb
+        gaps, stop = [], threading.Event()
+        def heartbeat():
+            last = time.perf_counter()
+            while not stop.is_set():
+                time.sleep(0.005)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+        t = threading.Thread(target=heartbeat)
+        t.start()
+        time.sleep(0.05)
+        t0 = time.perf_counter()
+        benchmark_callable(lambda: None, device="cuda:0", num_warmup=0, num_iters=3, progress=False)
+        get_gpu_vram_mb()
+        took = time.perf_counter() - t0
+        stop.set()
+        t.join()
+        print("took %.3f maxgap %.3f" % (took, max(gaps)))
+    """
+    out = run_with_fake_cuda(fake_cuda_lib, code, env={"FAKE_CUDA_SLOW_MS": "400"})
+    took, gap = map(float, re.search(r"took ([\d.]+) maxgap ([\d.]+)", out).groups())
+    assert took >= 0.4          # the slow start did happen ...
+    assert gap < 0.25, out      # ... and the heartbeat went on through it
+
+
+def test_4_threads_racing_a_slow_driver_start_load_it_once(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda
+
+    code = """
+        import warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        errs, res = [], []
+        def go(i):
+            try:
+                res.append(benchmark_callable(lambda: None, device="cuda:0", num_warmup=0,
+                                              num_iters=3, progress=False))
+            except BaseException as e:
+                errs.append(repr(e))
+        ts = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print("errs", errs, "n", len(res), "inits", count("cuInit"),
+              "retains", count("cuDevicePrimaryCtxRetain"))
+    """
+    out = run_with_fake_cuda(fake_cuda_lib, code, env={"FAKE_CUDA_SLOW_MS": "200"})
+    assert "errs [] n 4 inits 1 retains 1" in out, out
+
+
+# ---- 5. compare_benchmarks on huge runs: GIL and Ctrl-C ------------------------
+
+
+BIG_COMPARE = """
+    import numpy as np, signal, sys, threading, time
+    from spatialhub.utils.profiling import _native, compare_benchmarks
+    rng = np.random.default_rng(1)
+    a = _native._stats_from_samples(rng.lognormal(-2.3, 0.2, 300_000))
+    b = _native._stats_from_samples(rng.lognormal(-2.25, 0.2, 300_000))
+"""
+
+
+def test_5_huge_compare_lets_other_threads_run():
+    code = BIG_COMPARE + """
+        gaps, stop = [], threading.Event()
+        def heartbeat():
+            last = time.perf_counter()
+            while not stop.is_set():
+                time.sleep(0.005)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+        t = threading.Thread(target=heartbeat)
+        t.start()
+        t0 = time.perf_counter()
+        c = compare_benchmarks(a, b, resamples=400)
+        took = time.perf_counter() - t0
+        stop.set(); t.join()
+        assert c.ci95_low <= c.ratio <= c.ci95_high
+        print("took %.3f maxgap %.3f" % (took, max(gaps)))
+    """
+    out = ok(run_python(code))
+    took, gap = map(float, re.search(r"took ([\d.]+) maxgap ([\d.]+)", out).groups())
+    assert gap < max(0.25, took / 4), out
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
+def test_5_huge_compare_answers_ctrl_c_promptly():
+    code = BIG_COMPARE + """
+        print("ready", flush=True)
+        t0 = time.perf_counter()
+        try:
+            compare_benchmarks(a, b, resamples=1_000_000)
+        except KeyboardInterrupt:
+            print("interrupted after %.3f" % (time.perf_counter() - t0), flush=True)
+        else:
+            print("finished", flush=True)
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (PKG_ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        sent = time.perf_counter()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        answered = time.perf_counter() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert "interrupted after" in out, (out, err)
+    assert answered < 3.0, answered
+
+
+# ---- 6. adaptive stopping never judges the target on too few samples ----------
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_6_target_is_not_judged_below_the_minimum_sample_count(n):
+    s = benchmark_callable(lambda: None, num_warmup=0, num_iters=n, target_rel_ci=0.5,
+                           max_time_s=5, progress=False)
+    assert s.timed_iters >= _native.ADAPTIVE_MIN_SAMPLES >= 10
+    assert s.target_met is True
+
+
+def test_6_minimum_is_documented():
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "methodology.md")).read()
+    assert f"{_native.ADAPTIVE_MIN_SAMPLES} samples" in doc
+
+
+# ---- 7. VRAM held by the callable's result counts ------------------------------
+
+
+def test_7_vram_held_by_the_result_counts(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda
+
+    code = """
+        import warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable
+        class OnDevice:             # a tensor-like result holding device memory
+            def __init__(self):
+                assert fake().fake_alloc(256 * MiB) == 0
+            def __del__(self):
+                fake().fake_free(256 * MiB)
+        s = benchmark_callable(OnDevice, device="cuda", num_warmup=1, num_iters=3, progress=False)
+        print("vram %.1f used_after %d" % (s.vram_delta_mb, fake().fake_used_bytes()))
+    """
+    out = run_with_fake_cuda(fake_cuda_lib, code)
+    vram = float(re.search(r"vram ([\d.]+)", out).group(1))
+    assert 255.0 <= vram <= 257.0, out
+
+
+def test_7_ram_and_vram_are_sampled_at_the_same_point():
+    # RAM held by the result counts (it always did); the same test as above for RAM.
+    if UNDER_SANITIZER:
+        pytest.skip("RSS figures are meaningless under ASan")
+    s = benchmark_callable(lambda: bytearray(64 << 20), num_warmup=1, num_iters=3, progress=False)
+    assert s.ram_delta_mb >= 60
+
+
+# ---- 8. the kernel's peak-RSS record ------------------------------------------
+
+
+PEAK_CODE = """
+    import resource, warnings
+    warnings.simplefilter("ignore")
+    big = bytearray(300 << 20)
+    for i in range(0, len(big), 4096):
+        big[i] = 1
+    del big
+    from spatialhub.utils.profiling import benchmark_callable
+    s = benchmark_callable(lambda: None, num_warmup=0, num_iters=3, progress=False)
+    print("method", s.ram_peak_method)
+    print("maxrss_mb %.1f" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    print("env_peak_mb %s" % s.env.get("process_peak_rss_mb"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM / clear_refs are Linux")
+def test_8_process_peak_before_the_reset_is_kept_on_the_result():
+    if not hwm_available():
+        pytest.skip("clear_refs is not writable here")
+    out = ok(run_python(PEAK_CODE))
+    assert "method hwm" in out
+    peak = float(re.search(r"env_peak_mb ([\d.]+)", out).group(1))
+    assert peak >= 300, out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM / clear_refs are Linux")
+def test_8_opt_out_keeps_the_kernels_peak_for_the_parent():
+    if not hwm_available():
+        pytest.skip("clear_refs is not writable here")
+    out = ok(run_python(PEAK_CODE, env={"SPATIALHUB_KEEP_PEAK_RSS": "1"}))
+    assert "method sampled" in out
+    assert float(re.search(r"maxrss_mb ([\d.]+)", out).group(1)) >= 300, out
+    assert float(re.search(r"env_peak_mb ([\d.]+)", out).group(1)) >= 300, out
+
+
+def test_8_documented_prominently():
+    root = os.path.join(os.path.dirname(__file__), "..")
+    readme = open(os.path.join(root, "README.md")).read()
+    mem = open(os.path.join(root, "docs", "memory.md")).read()
+    for text in (readme, mem):
+        assert "SPATIALHUB_KEEP_PEAK_RSS" in text
+        assert "ru_maxrss" in text
+
+
+# ---- 9. text signatures -------------------------------------------------------
+
+
+@pytest.mark.parametrize("obj, params", [
+    (benchmark_callable, ["func", "args", "name", "device", "num_warmup", "num_iters",
+                          "track_ram", "track_vram", "sync_fn", "target_rel_ci", "max_time_s",
+                          "disable_gc", "progress", "kwargs"]),
+    (format_benchmark_table, ["stats_list", "title", "unit", "baseline", "param", "format"]),
+    (compare_benchmarks, ["baseline", "candidate", "resamples", "seed"]),
+    (BenchmarkStats, ["name", "device", "mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms",
+                      "max_ms", "fps", "warmup_iters", "timed_iters", "ram_delta_mb",
+                      "vram_delta_mb"]),
+])
+def test_9_inspect_signature(obj, params):
+    sig = inspect.signature(obj)
+    names = list(sig.parameters)
+    assert names[:len(params)] == params or all(p in names for p in params), names
+
+
+def test_9_signature_kinds_match_the_calls():
+    sig = inspect.signature(benchmark_callable)
+    P = inspect.Parameter
+    assert sig.parameters["func"].kind == P.POSITIONAL_ONLY
+    assert sig.parameters["args"].kind == P.VAR_POSITIONAL
+    assert sig.parameters["num_iters"].kind == P.KEYWORD_ONLY
+    assert sig.parameters["num_iters"].default == 100
+    assert sig.parameters["kwargs"].kind == P.VAR_KEYWORD
+    s = inspect.signature(BenchmarkStats)
+    assert s.parameters["params"].kind == P.KEYWORD_ONLY
+    assert s.parameters["params"].default is None
+
+
+# ---- 10. the progress line -----------------------------------------------------
+
+
+def _render(text):
+    """What a terminal shows: '\\r' returns to column 0 and overwrites."""
+    lines, cur, col = [], [], 0
+    for ch in text:
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            lines.append("".join(cur))
+            cur, col = [], 0
+        else:
+            if col < len(cur):
+                cur[col] = ch
+            else:
+                cur.append(ch)
+            col += 1
+    if cur:
+        lines.append("".join(cur))
+    return lines
+
+
+def test_10_progress_line_with_a_multibyte_name_cut_at_60_bytes(capsys):
+    name = "a" + "é" * 40          # byte 60 falls inside an "é"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        benchmark_callable(lambda: None, num_warmup=0, num_iters=5, name=name, progress=True)
+    err = capsys.readouterr().err
+    assert "5/5" in err, repr(err)
+    shown = [ln for ln in _render(err) if "5/5" in ln][-1]
+    assert shown.startswith("a" + "é" * 29), shown   # cut at a character boundary
+
+
+def test_10_progress_line_leaves_no_stale_characters(capsys):
+    state = {"n": 0}
+
+    def f():
+        state["n"] += 1
+        if state["n"] == 1:
+            time.sleep(0.3)            # ETA starts at ~"300.0s", ends at "0.0s"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        benchmark_callable(f, num_warmup=0, num_iters=1000, name="shrink", progress=True)
+    err = capsys.readouterr().err
+    lines = [ln for ln in _render(err) if ln.startswith("shrink")]
+    assert len(err.split("\r")) >= 3, repr(err)
+    final = lines[-1]
+    assert re.search(r"ETA \d+\.\ds *$", final), final
+    assert final.rstrip().endswith("ETA 0.0s"), final
+
+
+# ---- 11. table cells and subclasses --------------------------------------------
+
+
+def _cells(table, row=0):
+    body = [ln for ln in table.splitlines() if ln.startswith("|")][2 + row]
+    return [c.strip().strip("*") for c in body.strip("|").split("|")]
+
+
+@pytest.mark.parametrize("big", [1e63, 1e70, 1e200, 1.7e308])
+def test_11_table_cells_keep_huge_numbers(big):
+    s = stats([1.0, 2.0, 3.0], mean_ms=big, median_ms=big, p95_ms=big, fps=big,
+              ram_delta_mb=big, std_ms=big)
+    t = format_benchmark_table([s])
+    cells = _cells(t)
+    # name, device, mean +/- std, median, p95, fps, ram
+    mean = cells[2].split("+/-")[0].strip()
+    for text in (mean, cells[3], cells[4], cells[5], cells[6]):
+        assert float(text.replace(",", "")) == pytest.approx(big, rel=1e-3), (text, t)
+
+
+def test_11_baseline_ratio_cell_keeps_huge_ratios():
+    a = stats([1e-300, 1e-300, 1e-300])
+    b = stats([1.0, 1.0, 1.0])
+    a.ci95_low_ms = a.ci95_high_ms = None
+    t = format_benchmark_table([a, b], baseline=a)
+    cell = _cells(t, 1)[-1]
+    assert float(cell.split("x")[0]) == pytest.approx(1e300, rel=1e-3), cell
+
+
+class MyStats(BenchmarkStats):
+    pass
+
+
+class SlotStats(BenchmarkStats):
+    __slots__ = ("extra",)
+
+
+def test_11_subclass_attributes_survive_pickle_and_copy():
+    s = MyStats(name="n", device="CPU", mean_ms=1, median_ms=1, std_ms=0, p95_ms=1, min_ms=1,
+                max_ms=1, fps=1000, warmup_iters=1, timed_iters=3, ram_delta_mb=0,
+                vram_delta_mb=0, samples_ms=[1.0, 1.0, 1.0])
+    s.note = "mine"
+    s.tags = ["a", "b"]
+    for c in (pickle.loads(pickle.dumps(s)), copy.copy(s), copy.deepcopy(s)):
+        assert type(c) is MyStats
+        assert c.note == "mine" and c.tags == ["a", "b"]
+        assert c == s
+        assert list(c.samples_ms) == [1.0, 1.0, 1.0]
+    d = copy.deepcopy(s)
+    assert d.tags is not s.tags
+
+
+def test_11_plain_stats_pickle_is_unchanged():
+    s = stats([1.0, 2.0])
+    c = pickle.loads(pickle.dumps(s))
+    assert type(c) is BenchmarkStats and c == s
+    assert not hasattr(c, "__dict__") or not c.__dict__
+
+
+# ---- 12. the CLI keeps the partial result on Ctrl-C ----------------------------
+
+
+def test_12_cli_prints_and_saves_the_partial_result(tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    target = tmp_path / "interrupt_me.py"
+    target.write_text(textwrap.dedent("""
+        calls = [0]
+        def f():
+            calls[0] += 1
+            if calls[0] == 8:          # 2 warm-up + 6 timed, then Ctrl-C
+                raise KeyboardInterrupt
+    """))
+    out_json = tmp_path / "partial.json"
+    rc = cli.main(["--callable", f"{target}:f", "--warmup", "2", "--iters", "100",
+                   "--no-progress", "--json", str(out_json)])
+    got = capsys.readouterr()
+    assert rc == 130
+    assert "interrupted" in got.err
+    assert "| f " in got.out or "**f**" in got.out, got.out
+    assert "interrupted" in got.out.lower(), got.out
+    data = json.loads(out_json.read_text())
+    assert data["timed_iters"] == 5
+    assert len(data["samples_ms"]) == 5
+
+
+def test_12_cli_interrupt_before_any_timed_iteration_still_exits_130(tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    target = tmp_path / "interrupt_early.py"
+    target.write_text("def f():\n    raise KeyboardInterrupt\n")
+    out_json = tmp_path / "none.json"
+    rc = cli.main(["--callable", f"{target}:f", "--warmup", "2", "--no-progress",
+                   "--json", str(out_json)])
+    got = capsys.readouterr()
+    assert rc == 130
+    assert "interrupted" in got.err
+    assert not out_json.exists()
