@@ -350,28 +350,54 @@ def _one_line(exc):
 
 
 def _main(a):
+    from ._native import BenchmarkInterrupted
     from .sweeps import SweepResult
 
+    interrupted = None
     if a.compare:
         stats_list, table, payload = _compare(a)
         sweep_result = None
     else:
-        if a.target:
-            stats_list, title, sweep_result = _run_callable(a)
-        elif a.onnx:
-            stats_list, title, sweep_result = _run_onnx(a)
-        else:
-            stats_list, title, sweep_result = _run_demo(a)
+        try:
+            if a.target:
+                stats_list, title, sweep_result = _run_callable(a)
+            elif a.onnx:
+                stats_list, title, sweep_result = _run_onnx(a)
+            else:
+                stats_list, title, sweep_result = _run_demo(a)
+        except BenchmarkInterrupted as exc:
+            # Ctrl-C in a timed loop: the library kept what was measured;
+            # show and save it, marked, then end as an interrupt (status 130).
+            stats_list, sweep_result = _partial(exc)
+            title = f"{a.title or 'Benchmark'} (interrupted: partial result)"
+            interrupted = exc
         table = (sweep_result if sweep_result is not None else SweepResult(stats_list)).to_table(title)
+        if interrupted is not None:
+            table = ("**Interrupted (Ctrl-C): the last row holds only the iterations completed "
+                     "before it.**\n\n" + table)
         payload = [s.to_dict(samples=True) for s in stats_list]
+        if interrupted is not None and payload:
+            env = dict(payload[-1].get("env") or {})
+            env["interrupted"] = True   # env is free-form: --compare still reads the file
+            payload[-1]["env"] = env
     if a.json:
         _write(a.json, json.dumps(payload[0] if len(payload) == 1 else payload,
                                   indent=2, default=_json_default) + "\n")
     print(table)
     if a.markdown:
         _write(a.markdown, table + "\n")
-    if a.plot:
+    if a.plot and interrupted is None:
         _plot(a, stats_list, sweep_result)
+    if interrupted is not None:
+        raise interrupted
+
+
+def _partial(exc):
+    """(stats_list, sweep_result or None) of what an interrupted run kept."""
+    partial = getattr(exc, "partial", None)   # set by sweep(): the values done so far
+    if partial is not None:
+        return list(partial), partial
+    return [exc.stats], None
 
 
 def _json_default(obj):

@@ -6,7 +6,7 @@ native ``benchmark_callable``; ``SweepResult`` is the list of results it
 """
 from __future__ import annotations
 
-from ._native import benchmark_callable, format_benchmark_table
+from ._native import BenchmarkInterrupted, benchmark_callable, format_benchmark_table
 
 __all__ = ["SweepResult", "sweep", "throughput_unit"]
 
@@ -119,9 +119,21 @@ def sweep(factory, values, param="value", name=None, **bench_kw):
         clash = set(kwargs) & set(bench_kw)
         if clash:
             raise TypeError(f"sweep: keyword(s) {sorted(clash)} given both by the factory and to sweep()")
-        stats = benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
-        if param == "batch_size":
-            stats.batch_size = int(value)
-        stats.params = {param: value}
+        try:
+            stats = benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
+        except BenchmarkInterrupted as exc:
+            # Ctrl-C: keep the values done so far and the partial one on the
+            # exception (.partial, a SweepResult), as .stats keeps one run's.
+            _label(exc.stats, param, value)
+            done = results + [exc.stats]
+            exc.partial = SweepResult(done, param=param, values=values[:len(done)])
+            raise
+        _label(stats, param, value)
         results.append(stats)
     return SweepResult(results, param=param, values=values)
+
+
+def _label(stats, param, value):
+    if param == "batch_size":
+        stats.batch_size = int(value)
+    stats.params = {param: value}
