@@ -29,6 +29,7 @@ BENCHES = [
     ("callgrind", "bench_callgrind"),
     ("adaptive", "bench_adaptive"),
     ("gpu", "bench_gpu"),
+    ("compare", "bench_compare"),
 ]
 
 
