@@ -12,6 +12,7 @@ Used by .ci/valgrind.sh and by the leak stage of .ci/sanitize.sh.
 import copy
 import gc
 import json
+import os
 import pickle
 import sys
 import warnings
@@ -145,6 +146,85 @@ def bench_loop():
     prof.get_cuda_sync_fn()
 
 
+class _SubStats(prof.BenchmarkStats):
+    pass
+
+
+def round2():
+    """Issue 13's paths: user code that drops what the C code is reading,
+    greenlet switches inside open RAM windows, a fork child's window list,
+    the rank bootstrap, huge table cells, interrupts in ignored lookups."""
+    s = _native._stats_from_samples([1.0, 2.0, 3.0])
+
+    class K:
+        def __init__(self, n):
+            self.n = n
+
+        def __hash__(self):
+            return 7
+
+        def __eq__(self, other):
+            s.params = {"replaced": True}
+            return isinstance(other, K) and other.n == self.n
+
+    for _ in range(2):
+        d = {K(i): i for i in range(12)}
+        for _ in range(9):
+            del d[next(iter(d))]
+        s.params = d
+        s.to_dict()
+        s.params = d
+        copy.copy(s)
+
+    class Key(str):
+        def __hash__(self):
+            return hash("bs")
+
+        def __eq__(self, other):
+            s.params = None
+            return str.__eq__(self, other)
+
+    s.params = {Key("bs"): 8}
+    prof.format_benchmark_table([s], param="bs")
+    big = _native._stats_from_samples([1.0, 2.0])
+    big.mean_ms = big.fps = big.ram_delta_mb = 1.7e308
+    prof.format_benchmark_table([big, s], baseline=s)
+    sub = _SubStats(*SEED, samples_ms=[1.0, 2.0])
+    sub.note = "x"
+    pickle.loads(pickle.dumps(sub))
+    copy.deepcopy(sub)
+    rng = np.random.default_rng(0)
+    prof.compare_benchmarks(_native._stats_from_samples(rng.random(2001)),
+                            _native._stats_from_samples(rng.random(1000)), resamples=300)
+    n = _native._noop
+    try:
+        import greenlet
+    except ImportError:
+        greenlet = None
+    if greenlet is not None:
+        main_g = greenlet.getcurrent()
+
+        def body(tag):
+            def f():
+                main_g.switch()
+            return prof.benchmark_callable(f, num_warmup=1, num_iters=4, name=tag,
+                                           disable_gc=tag == "b")
+        gs = [greenlet.greenlet(lambda t=t: body(t)) for t in "abc"]
+        while not all(g.dead for g in gs):
+            for g in gs:
+                if not g.dead:
+                    g.switch()
+    if hasattr(os, "fork"):
+        def forking():
+            pid = os.fork()
+            if pid == 0:
+                prof.benchmark_callable(n, num_warmup=0, num_iters=3)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        prof.benchmark_callable(forking, num_warmup=0, num_iters=1)
+    prof.benchmark_callable(n, num_warmup=0, num_iters=1, target_rel_ci=0.5, max_time_s=1)
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     warnings.simplefilter("ignore")
@@ -153,6 +233,7 @@ def main():
         summary()
         tables()
         bench_loop()
+        round2()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))
 
