@@ -375,7 +375,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (shp_warmup_loop(&p, o.num_warmup, window_open ? &win : NULL, vram, &run, name) < 0)
         goto done;
     /* 3. a clean heap before the timed loop, then (optionally) no collector */
-    shp_full_collect();
+    if (shp_full_collect() < 0)
+        goto done;
     if (o.disable_gc) {
         if (shp_gc_hold() < 0)
             goto done;
@@ -391,8 +392,10 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         shp_gc_release();
         gc_held = 0;
     }
-    if (pl.drawn && pl.mode != 0)   /* not to a stream that failed */
-        shp_progress_close(&pl, run.n, adaptive ? 0 : o.num_iters, shp_now_ns() - run.start_ns);
+    if (pl.drawn && pl.mode != 0 &&   /* not to a stream that failed */
+        shp_progress_close(&pl, run.n, adaptive ? 0 : o.num_iters,
+                           shp_now_ns() - run.start_ns) < 0)
+        loop_rc = -1;   /* a Ctrl-C in the closing line: as if it came in the loop */
     int interrupted = loop_rc < 0 && run.n > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
     if (loop_rc < 0 && !interrupted)
         goto done;

@@ -124,14 +124,15 @@ static PyObject *
 Cmp_table(PyObject *op, int html)
 {
     shp_Comparison *c = (shp_Comparison *)op;
-    char b[64], k[64], ratio[32], ci[64];
-    PyOS_snprintf(b, sizeof(b), "%.4f", c->baseline_median_ms);
-    PyOS_snprintf(k, sizeof(k), "%.4f", c->candidate_median_ms);
-    PyOS_snprintf(ratio, sizeof(ratio), "%.3fx", c->ratio);
-    PyOS_snprintf(ci, sizeof(ci), "[%.3f, %.3f]", c->ci95_low, c->ci95_high);
+    /* numbers as long as they need to be (fixed buffers cut huge ones) */
+    char *b = PyOS_double_to_string(c->baseline_median_ms, 'f', 4, 0, NULL);
+    char *k = PyOS_double_to_string(c->candidate_median_ms, 'f', 4, 0, NULL);
+    char *ratio = PyOS_double_to_string(c->ratio, 'f', 3, 0, NULL);
+    char *lo = PyOS_double_to_string(c->ci95_low, 'f', 3, 0, NULL);
+    char *hi = PyOS_double_to_string(c->ci95_high, 'f', 3, 0, NULL);
     PyObject *names[3] = {NULL, NULL, NULL}, *res = NULL;
     static const int which[3] = {0, 1, 7};   /* baseline, candidate, verdict */
-    int ok = 1;
+    int ok = b != NULL && k != NULL && ratio != NULL && lo != NULL && hi != NULL;
     for (int i = 0; i < 3 && ok; i++) {
         PyObject *v = shp_field_get(op, &comparison_fields[which[i]]);
         names[i] = v == NULL ? NULL : html ? shp_html_escape(v) : shp_md_bold_cell(v);
@@ -143,16 +144,21 @@ Cmp_table(PyObject *op, int html)
             "<table>\n<thead>\n<tr><th>Baseline</th><th>Candidate</th><th>Baseline median (ms)"
             "</th><th>Candidate median (ms)</th><th>Ratio</th><th>95%% CI</th><th>Verdict</th>"
             "</tr>\n</thead>\n<tbody>\n<tr><td><b>%U</b></td><td><b>%U</b></td><td>%s</td>"
-            "<td>%s</td><td>%s</td><td>%s</td><td><b>%U</b></td></tr>\n</tbody>\n</table>",
-            names[0], names[1], b, k, ratio, ci, names[2]);
+            "<td>%s</td><td>%sx</td><td>[%s, %s]</td><td><b>%U</b></td></tr>\n</tbody>\n</table>",
+            names[0], names[1], b, k, ratio, lo, hi, names[2]);
     else if (ok)
         res = PyUnicode_FromFormat(
             "| Baseline | Candidate | Baseline median (ms) | Candidate median (ms) | Ratio | 95%% CI | Verdict |\n"
             "| :--- | :--- | :--- | :--- | :--- | :--- | :--- |\n"
-            "| %U | %U | %s | %s | %s | %s | %U |",
-            names[0], names[1], b, k, ratio, ci, names[2]);
+            "| %U | %U | %s | %s | %sx | [%s, %s] | %U |",
+            names[0], names[1], b, k, ratio, lo, hi, names[2]);
     for (int i = 0; i < 3; i++)
         Py_XDECREF(names[i]);
+    PyMem_Free(b);
+    PyMem_Free(k);
+    PyMem_Free(ratio);
+    PyMem_Free(lo);
+    PyMem_Free(hi);
     return res;
 }
 

@@ -1,6 +1,7 @@
 /*
  * cuda.c -- the CUDA Driver API, loaded at run time: the binding only, a
- * leaf (its Python face is cudasync.c; reading device labels, device.c).
+ * leaf but for the platform's loader (dynlib.c); its Python face is
+ * cudasync.c, reading device labels device.c's.
  *
  * No CUDA header or library is needed to build this file: the dozen entry
  * points the harness uses are declared in profiling.h (shp_cuda) and resolved
@@ -14,9 +15,12 @@
  * its own call and pops it again.  Primary contexts are retained once per
  * ordinal per module state and released in shp_cuda_teardown().
  *
- * Threading: shp_cuda_load() and shp_cuda_target_init() run with the GIL held
- * and are the only writers of st->cuda; the *_nogil functions only read it,
- * so they may run with the GIL released.
+ * Threading: shp_cuda_load() and shp_cuda_target_init() are the only writers
+ * of st->cuda.  The driver calls that can take long (dlopen, cuInit: real
+ * drivers take hundreds of ms; a primary context's creation) run without the
+ * GIL, serialised by st->cuda.mu, which is never waited for with the GIL
+ * held; what they produce is published under the GIL.  The *_nogil
+ * functions only read the table, so they may run with the GIL released.
  */
 #include "profiling.h"
 
@@ -36,7 +40,6 @@
 #define SHP_CUDA_ERROR_STUB_LIBRARY 34
 #define SHP_CUDA_ERROR_NO_DEVICE 100
 
-#define SHP_CUDA_ENV "SPATIALHUB_LIBCUDA"
 
 /* The symbol table stores dlsym()'s void * into function-pointer fields;
  * that needs both to have the same size (true on every platform CUDA runs). */
@@ -156,107 +159,6 @@ shp_cuda_clear_table(shp_cuda *c)
     }
 }
 
-/* ---- the platform loader -------------------------------------------------- */
-
-#if defined(SHP_WINDOWS)
-
-static void *
-shp_dl_open(const char *path, int is_override, char *err, size_t errsize)
-{
-    HMODULE h;
-
-    /* The system copy only, so a stray nvcuda.dll beside the script is never
-     * picked up; an explicit override is loaded as named. */
-    h = LoadLibraryExA(path, NULL, is_override ? 0 : LOAD_LIBRARY_SEARCH_SYSTEM32);
-    if (h == NULL) {
-        (void)snprintf(err, errsize, "%.150s: LoadLibraryEx error %lu", path,
-                       (unsigned long)GetLastError());
-    }
-    return (void *)h;
-}
-
-static void *
-shp_dl_sym(void *lib, const char *name)
-{
-    FARPROC p = GetProcAddress((HMODULE)lib, name);
-    void *v;
-
-    memcpy(&v, &p, sizeof v);
-    return v;
-}
-
-static void
-shp_dl_close(void *lib)
-{
-    (void)FreeLibrary((HMODULE)lib);
-}
-
-/* SPATIALHUB_LIBCUDA into buf: 1 if set and non-empty, 0 if not, -1 if it
- * does not fit (never silently replaced by the default). */
-static int
-shp_cuda_override(char *buf, size_t size)
-{
-    DWORD n = GetEnvironmentVariableA(SHP_CUDA_ENV, buf, (DWORD)size);
-
-    if (n == 0) {
-        return 0;
-    }
-    return n < size ? 1 : -1;
-}
-
-#define SHP_CUDA_DEFAULT_LIB "nvcuda.dll"
-
-#elif !defined(SHP_MACOS)
-
-static void *
-shp_dl_open(const char *path, int is_override, char *err, size_t errsize)
-{
-    void *h;
-    const char *msg;
-
-    (void)is_override;
-    /* RTLD_LOCAL: the driver's symbols must not satisfy anyone else's
-     * lookups through us. */
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        msg = dlerror();
-        (void)snprintf(err, errsize, "%s", msg != NULL ? msg : "dlopen failed");
-    }
-    return h;
-}
-
-static void *
-shp_dl_sym(void *lib, const char *name)
-{
-    return dlsym(lib, name);
-}
-
-static void
-shp_dl_close(void *lib)
-{
-    (void)dlclose(lib);
-}
-
-/* SPATIALHUB_LIBCUDA into buf: 1 if set and non-empty, 0 if not, -1 if it
- * does not fit (never silently replaced by the default). */
-static int
-shp_cuda_override(char *buf, size_t size)
-{
-    const char *v = getenv(SHP_CUDA_ENV);
-    int n;
-
-    if (v == NULL || v[0] == '\0') {
-        return 0;
-    }
-    n = snprintf(buf, size, "%s", v);
-    return n > 0 && (size_t)n < size ? 1 : -1;
-}
-
-/* The driver's runtime name; the bare libcuda.so is the toolkit's stub. */
-#define SHP_CUDA_DEFAULT_LIB "libcuda.so.1"
-
-#endif
-
 /* ---- loading ---------------------------------------------------------------- */
 
 #if !defined(SHP_MACOS)
@@ -283,21 +185,32 @@ shp_cuda_init_failed(shp_cuda *c, const char *lib, shp_CUresult rc)
 }
 #endif
 
-int
-shp_cuda_load(shp_state *st)
+/* Take c->mu without ever waiting for it with the GIL held (a thread that
+ * holds it may be waiting for a slow driver).  0, or -1 with MemoryError. */
+static int
+shp_cuda_lock(shp_cuda *c)
 {
-    shp_cuda *c = &st->cuda;
-
-    if (c->load_state != 0) {
-        return c->load_state == 1;
+    if (c->mu == NULL && (c->mu = PyThread_allocate_lock()) == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    /* Pessimistic until every step passed: a failure is never retried, so
-     * the reason stays stable for every later message. */
-    c->load_state = -1;
+    if (!PyThread_acquire_lock(c->mu, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(c->mu, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    return 0;
+}
 
+/* The loading itself, without the GIL and under c->mu: fills the table,
+ * c->why and c->lib; returns the state to publish (1 ready, -1 not).  A
+ * failure is never retried, so the reason stays stable for every message. */
+static int
+shp_cuda_load_nogil(shp_cuda *c)
+{
 #if defined(SHP_MACOS)
     (void)snprintf(c->why, sizeof c->why, "CUDA is not available on macOS");
-    return 0;
+    return -1;
 #else
     {
         char path[1024];
@@ -313,7 +226,7 @@ shp_cuda_load(shp_state *st)
         if (is_override < 0) {
             (void)snprintf(c->why, sizeof c->why, SHP_CUDA_ENV " is longer than %d bytes",
                            (int)sizeof path - 1);
-            return 0;
+            return -1;
         }
         lib = is_override ? path : SHP_CUDA_DEFAULT_LIB;
         err[0] = '\0';
@@ -323,7 +236,7 @@ shp_cuda_load(shp_state *st)
              * is built to) and says why it could not be loaded. */
             (void)snprintf(c->why, sizeof c->why, "cannot load the CUDA driver%s: %.180s",
                            is_override ? " named by " SHP_CUDA_ENV : "", err);
-            return 0;
+            return -1;
         }
         for (i = 0; i < SHP_NSYMS; i++) {
             void *sym = shp_dl_sym(h, shp_cuda_syms[i].name);
@@ -334,7 +247,7 @@ shp_cuda_load(shp_state *st)
                                lib, shp_cuda_syms[i].name);
                 shp_cuda_clear_table(c);
                 shp_dl_close(h);
-                return 0;
+                return -1;
             }
             memcpy((char *)c + shp_cuda_syms[i].offset, &sym, sizeof sym);
         }
@@ -350,7 +263,7 @@ shp_cuda_load(shp_state *st)
              * it can be unloaded safely. */
             shp_cuda_clear_table(c);
             shp_dl_close(h);
-            return 0;
+            return -1;
         }
         /* From here on the library stays loaded (see shp_cuda_teardown). */
         c->lib = h;
@@ -360,21 +273,44 @@ shp_cuda_load(shp_state *st)
 
             shp_cuda_format_code(c, rc, code, sizeof code);
             (void)snprintf(c->why, sizeof c->why, "cuDeviceGetCount failed: %s", code);
-            return 0;
+            return -1;
         }
         if (n <= 0) {
             (void)snprintf(c->why, sizeof c->why,
                            "the NVIDIA driver reports no CUDA device (count 0; "
                            "check CUDA_VISIBLE_DEVICES)");
-            return 0;
+            return -1;
         }
         /* Devices beyond the primary-context cache cannot be addressed. */
         c->device_count = n > SHP_MAX_CUDA_DEVICES ? SHP_MAX_CUDA_DEVICES : n;
         c->why[0] = '\0';
-        c->load_state = 1;
         return 1;
     }
 #endif
+}
+
+int
+shp_cuda_load(shp_state *st)
+{
+    shp_cuda *c = &st->cuda;
+    int state;
+
+    if (c->load_state != 0) {
+        return c->load_state == 1;
+    }
+    if (shp_cuda_lock(c) < 0) {
+        PyErr_Clear();  /* never raises: say why instead (MemoryError only) */
+        (void)snprintf(c->why, sizeof c->why, "no memory for the driver's lock");
+        return 0;
+    }
+    if (c->load_state == 0) {   /* not loaded by the thread we waited for */
+        Py_BEGIN_ALLOW_THREADS
+        state = shp_cuda_load_nogil(c);
+        Py_END_ALLOW_THREADS
+        c->load_state = state;
+    }
+    PyThread_release_lock(c->mu);
+    return c->load_state == 1;
 }
 
 /* ---- context binding --------------------------------------------------------- */
@@ -529,34 +465,44 @@ shp_cuda_target_init(shp_state *st, int ordinal, shp_cuda_target *t)
     }
     if (c->primary[ordinal] == NULL) {
         /*
-         * Retained up front, with the GIL, even when the thread has a
-         * current context: the sync may later run on a thread without one,
-         * and the *_nogil paths must not write shared state.  For PyTorch,
-         * CuPy and ONNX Runtime this context is already active, so retaining
-         * only bumps its reference count.
+         * Retained up front, even when the thread has a current context: the
+         * sync may later run on a thread without one, and the *_nogil paths
+         * must not write shared state.  For PyTorch, CuPy and ONNX Runtime
+         * this context is already active, so retaining only bumps its count;
+         * otherwise the driver creates it (slow): without the GIL, under
+         * c->mu, so two threads never retain it twice.
          */
         shp_CUdevice dev = 0;
         shp_CUcontext ctx = NULL;
+        const char *what = NULL;
 
-        rc = c->cuDeviceGet(&dev, ordinal);
-        if (rc != SHP_CUDA_SUCCESS) {
-            return shp_cuda_raise(st, rc, "cuDeviceGet failed");
+        if (shp_cuda_lock(c) < 0) {
+            return -1;
         }
-        rc = c->cuDevicePrimaryCtxRetain(&ctx, dev);
+        rc = SHP_CUDA_SUCCESS;
+        if (c->primary[ordinal] == NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = c->cuDeviceGet(&dev, ordinal);
+            what = "cuDeviceGet failed";
+            if (rc == SHP_CUDA_SUCCESS) {
+                rc = c->cuDevicePrimaryCtxRetain(&ctx, dev);
+                what = "cannot retain the primary context of the CUDA device";
+            }
+            Py_END_ALLOW_THREADS
+            if (rc == SHP_CUDA_SUCCESS && ctx != NULL) {
+                c->primary[ordinal] = ctx;
+            }
+        }
+        PyThread_release_lock(c->mu);
         if (rc != SHP_CUDA_SUCCESS) {
-            char what[96];
-
-            (void)snprintf(what, sizeof what,
-                           "cannot retain the primary context of CUDA device %d", ordinal);
             return shp_cuda_raise(st, rc, what);
         }
-        if (ctx == NULL) {
+        if (c->primary[ordinal] == NULL) {
             PyErr_Format(PyExc_RuntimeError,
                          "cuDevicePrimaryCtxRetain returned no context for device %d",
                          ordinal);
             return -1;
         }
-        c->primary[ordinal] = ctx;
     }
     t->ordinal = ordinal;
     t->primary = c->primary[ordinal];
@@ -568,7 +514,12 @@ shp_cuda_teardown(shp_state *st)
 {
     shp_cuda *c = &st->cuda;
     int i;
+    PyThread_type_lock mu = c->mu;
 
+    /* a thread may still be in the driver for us: wait for it, GIL released */
+    if (mu != NULL && shp_cuda_lock(c) < 0) {
+        PyErr_Clear();  /* only allocation fails, and the lock exists */
+    }
     if (c->lib != NULL) {
         for (i = 0; i < SHP_MAX_CUDA_DEVICES; i++) {
             shp_CUdevice dev = 0;
@@ -596,5 +547,10 @@ shp_cuda_teardown(shp_state *st)
     if (c->load_state != 0) {
         c->load_state = -1;
         (void)snprintf(c->why, sizeof c->why, "the profiling module was torn down");
+    }
+    if (mu != NULL) {
+        c->mu = NULL;
+        PyThread_release_lock(mu);
+        PyThread_free_lock(mu);
     }
 }

@@ -226,8 +226,14 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
             return NULL;
         return PyFloat_FromDouble(r);
     }
-    if (f->kind == SHP_F_OPT_DICT && AS_OBJ(self, f) != NULL)
-        return PyDict_Copy(AS_OBJ(self, f));   /* to_dict() hands out copies */
+    if (f->kind == SHP_F_OPT_DICT && AS_OBJ(self, f) != NULL) {
+        /* to_dict() hands out copies.  Owned while copied: copying compares
+         * the user's keys, whose __eq__ may reassign the field and free it. */
+        PyObject *d = Py_NewRef(AS_OBJ(self, f));
+        PyObject *r = PyDict_Copy(d);
+        Py_DECREF(d);
+        return r;
+    }
     return shp_field_get(self, f);
 }
 

@@ -72,16 +72,18 @@ grow(shp_run *run, shp_hwm_window *ram)
 }
 
 /* Between iterations (never inside t0..t1): memory telemetry, release the
- * result (after the RSS sample, so memory it holds counts), Ctrl-C.
+ * result, Ctrl-C.  RAM and VRAM are both sampled while the result is still
+ * alive, so that memory it holds counts on either side (a tensor result
+ * holding device memory read 0.0 when VRAM was sampled after the release).
  * Steals r.  0 / -1. */
 static int
 after_call(shp_call *p, PyObject *r, shp_hwm_window *ram, int vram, shp_run *run)
 {
     if (ram != NULL)
         shp_window_sample(ram);
-    Py_DECREF(r);
     if (vram)
         vram_sample(p, run);
+    Py_DECREF(r);
     return PyErr_CheckSignals();
 }
 
@@ -98,7 +100,9 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
                PyObject *name)
 {
     int64_t t0, t1 = 0;
-    Py_ssize_t next_check = min_iters;
+    /* never judge the target on fewer samples than the CI can speak for */
+    Py_ssize_t next_check = min_iters > SHP_ADAPTIVE_MIN_SAMPLES ? min_iters
+                                                                 : SHP_ADAPTIVE_MIN_SAMPLES;
     int adaptive = target > 0;
     run->start_ns = shp_now_ns();
     int64_t deadline = max_time_ns > 0 && max_time_ns < INT64_MAX - run->start_ns

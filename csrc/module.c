@@ -126,33 +126,36 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 static PyMethodDef shp_methods[] = {
     {"benchmark_callable", FASTKW(shp_benchmark_callable),
-     "benchmark_callable(func, *args, name='BenchmarkTarget', device='CPU', num_warmup=10,\n"
-     "                   num_iters=50, track_ram=True, track_vram=True, sync_fn=None,\n"
-     "                   target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
-     "                   progress=None, **kwargs) -> BenchmarkStats\n\n"
+     "benchmark_callable($module, func, /, *args, name='BenchmarkTarget', device='CPU',\n"
+     "                   num_warmup=10, num_iters=50, track_ram=True, track_vram=True,\n"
+     "                   sync_fn=None, target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
+     "                   progress=None, **kwargs)\n--\n\n"
+     "-> BenchmarkStats\n\n"
      "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
      "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
      "ordinal 1) syncs with the CUDA driver's cuCtxSynchronize unless sync_fn is given.\n"
      "target_rel_ci makes num_iters a minimum and runs on until the median's 95% CI\n"
      "half-width is within that fraction of the median, or max_time_s (default 30) is spent."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
-     "format_benchmark_table(stats_list, title=None, throughput_unit='FPS', *, baseline=None,\n"
-     "                       param=None, format='markdown') -> str\n\n"
+     "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
+     "                       baseline=None, param=None, format='markdown')\n--\n\n"
+     "-> str\n\n"
      "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
      "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column;\n"
      "param adds a column with each row's params[param]; format='html' renders an HTML table."},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
-     "compare_benchmarks(baseline, candidate, *, resamples=2000, seed=0) -> Comparison\n\n"
+     "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0)\n--\n\n"
+     "-> Comparison\n\n"
      "Ratio of medians (candidate / baseline) with a seeded bootstrap 95% CI and a verdict."},
     {"get_cuda_sync_fn", (PyCFunction)shp_get_cuda_sync_fn, METH_NOARGS,
-     "get_cuda_sync_fn() -> callable or None\n\n"
+     "get_cuda_sync_fn($module, /)\n--\n\n-> callable or None\n\n"
      "A native callable that runs cuCtxSynchronize on the calling thread's context (or the\n"
      "device's primary context) with the GIL released; None without a driver or device."},
     {"get_gpu_vram_mb", FASTKW(shp_get_gpu_vram_mb),
-     "get_gpu_vram_mb(device_id=0) -> GPUMemoryInfo or None\n\n"
+     "get_gpu_vram_mb($module, device_id=0)\n--\n\n-> GPUMemoryInfo or None\n\n"
      "Device memory in MiB from cuMemGetInfo_v2 (device-wide), None without CUDA."},
     {"get_ram_mb", shp_get_ram_mb, METH_NOARGS,
-     "get_ram_mb() -> float\n\nCurrent resident set size of this process in MiB."},
+     "get_ram_mb($module, /)\n--\n\n-> float\n\nCurrent resident set size of this process in MiB."},
     {"_stats_from_samples", FASTKW(shp_stats_from_samples),
      "Test hook: BenchmarkStats summarising the given samples (ms)."},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
@@ -233,7 +236,9 @@ shp_exec(PyObject *m)
     st->noop = PyCFunction_NewEx(&noop_def, NULL, m);
     if (st->noop == NULL)
         return -1;
-    return 0;
+    if (PyModule_AddIntConstant(m, "ADAPTIVE_MIN_SAMPLES", SHP_ADAPTIVE_MIN_SAMPLES) < 0)
+        return -1;
+    return shp_gc_register_at_fork();
 }
 
 static int

@@ -19,7 +19,7 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
     PyObject *note = PyUnicode_FromFormatV(fmt, va);
     va_end(va);
     if (note == NULL) {
-        PyErr_Clear();
+        (void)shp_clear_unless_fatal();
         return;
     }
     /* add_note: BaseException's (3.11+) or the exception's own.  Before 3.11
@@ -46,8 +46,8 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
         Py_XDECREF(notes);
     }
     Py_DECREF(note);
-    if (r == NULL)
-        PyErr_Clear();   /* an exception that refuses notes propagates bare */
+    if (r == NULL)   /* an exception that refuses notes propagates bare */
+        (void)shp_clear_unless_fatal();
     Py_XDECREF(r);
 }
 
@@ -61,5 +61,20 @@ shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t 
     if (tb != NULL && value != NULL)
         PyException_SetTraceback(value, tb);
     shp_add_note(value, fmt, name, phase, i + 1, n);
+    if (PyErr_Occurred()) {
+        /* Ctrl-C (or SystemExit) while the note was made -- in a name's
+         * __repr__, an add_note override: it is the user's, and it goes
+         * on, with the exception it interrupted as its context. */
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2 != NULL && value != NULL)
+            PyException_SetContext(v2, Py_NewRef(value));
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Restore(t2, v2, tb2);
+        return;
+    }
     PyErr_Restore(type, value, tb);
 }

@@ -405,11 +405,61 @@ Stats_from_dict(PyObject *cls, PyObject *d)
     return res;
 }
 
+/* A subclass's own attributes (its __dict__ and __slots__), as a new dict;
+ * empty for a plain BenchmarkStats.  NULL on error. */
+static PyObject *
+instance_attrs(PyObject *self, PyObject *copyreg)
+{
+    PyObject *attrs = PyDict_New(), *d = NULL, *names = NULL;
+    if (attrs == NULL)
+        return NULL;
+    d = PyObject_GetAttrString(self, "__dict__");
+    if (d == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            goto error;
+        PyErr_Clear();   /* no __dict__: a plain BenchmarkStats, or slots only */
+    }
+    else if (PyDict_Check(d) && PyDict_Update(attrs, d) < 0) {
+        goto error;
+    }
+    names = PyObject_CallMethod(copyreg, "_slotnames", "O", (PyObject *)Py_TYPE(self));
+    if (names == NULL || !PyList_Check(names))
+        goto error;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));   /* getattr runs code */
+        PyObject *v = PyObject_GetAttr(self, name);
+        int rc = v != NULL ? PyDict_SetItem(attrs, name, v) : 0;
+        Py_XDECREF(v);
+        Py_DECREF(name);
+        if (v == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                goto error;
+            PyErr_Clear();   /* an unset slot */
+        }
+        else if (rc < 0) {
+            goto error;
+        }
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(d);
+    return attrs;
+error:
+    if (names != NULL && !PyList_Check(names) && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "copyreg._slotnames() did not return a list");
+    Py_XDECREF(names);
+    Py_XDECREF(d);
+    Py_DECREF(attrs);
+    return NULL;
+}
+
+/* state: the fields (a dict, as before), or (fields, attributes) for a
+ * subclass instance with attributes of its own, which pickle and copy
+ * used to lose. */
 static PyObject *
 Stats_reduce(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    PyObject *copyreg = NULL, *newobj = NULL, *state = NULL, *res = NULL;
+    PyObject *copyreg = NULL, *newobj = NULL, *state = NULL, *attrs = NULL, *res = NULL;
     copyreg = PyImport_ImportModule("copyreg");
     if (copyreg == NULL)
         goto done;
@@ -417,10 +467,18 @@ Stats_reduce(PyObject *self, PyObject *unused)
     if (newobj == NULL)
         goto done;
     state = stats_dict((shp_Stats *)self, 0, 1);
-    if (state == NULL)
+    attrs = state ? instance_attrs(self, copyreg) : NULL;
+    if (attrs == NULL)
         goto done;
+    if (PyDict_GET_SIZE(attrs) > 0) {
+        PyObject *both = PyTuple_Pack(2, state, attrs);
+        if (both == NULL)
+            goto done;
+        Py_SETREF(state, both);
+    }
     res = Py_BuildValue("O(O)O", newobj, (PyObject *)Py_TYPE(self), state);
 done:
+    Py_XDECREF(attrs);
     Py_XDECREF(state);
     Py_XDECREF(newobj);
     Py_XDECREF(copyreg);
@@ -430,16 +488,33 @@ done:
 static PyObject *
 Stats_setstate(PyObject *self, PyObject *state)
 {
-    if (!PyDict_Check(state))
-        return shp_arg_type_error("BenchmarkStats.__setstate__()", "state", "a dict", state), NULL;
-    PyObject *args = PyTuple_New(0);
-    if (args == NULL)
-        return NULL;
-    int rc = Stats_init(self, args, state);
-    Py_DECREF(args);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    PyObject *fields = state, *attrs = NULL, *items = NULL, *args = NULL, *res = NULL;
+    if (PyTuple_Check(state) && PyTuple_GET_SIZE(state) == 2) {
+        fields = PyTuple_GET_ITEM(state, 0);
+        attrs = PyTuple_GET_ITEM(state, 1);
+    }
+    if (!PyDict_Check(fields) || (attrs != NULL && !PyDict_Check(attrs)))
+        return shp_arg_type_error("BenchmarkStats.__setstate__()", "state",
+                                  "a dict or a (dict, dict) tuple", state), NULL;
+    Py_INCREF(state);   /* owns fields and attrs while their code runs */
+    args = PyTuple_New(0);
+    if (args == NULL || Stats_init(self, args, fields) < 0)
+        goto done;
+    /* a snapshot: a property's setter may change the dict */
+    items = attrs != NULL ? PyDict_Items(attrs) : NULL;
+    if (attrs != NULL && items == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);   /* our list's tuple */
+        if (PyObject_SetAttr(self, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1)) < 0)
+            goto done;
+    }
+    res = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(args);
+    Py_DECREF(state);
+    return res;
 }
 
 static PyObject *
@@ -490,7 +565,11 @@ static PyType_Slot stats_slots[] = {
     {Py_tp_members, stats_members},
     {Py_tp_doc,
      "BenchmarkStats(name, device, mean_ms, median_ms, std_ms, p95_ms, min_ms, max_ms, fps,\n"
-     "               warmup_iters, timed_iters, ram_delta_mb=0.0, vram_delta_mb=0.0, *, ...)\n\n"
+     "               warmup_iters, timed_iters, ram_delta_mb=0.0, vram_delta_mb=0.0, *,\n"
+     "               p50_ms=None, p90_ms=None, p99_ms=None, iqr_ms=None, ci95_low_ms=None,\n"
+     "               ci95_high_ms=None, outliers=None, overhead_ms=None, ram_peak_method=None,\n"
+     "               target_met=None, batch_size=1, torch_max_allocated_mb=None, params=None,\n"
+     "               env=None, samples_ms=None)\n--\n\n"
      "Aggregated latency, throughput and memory figures of one benchmark.  The first 13\n"
      "fields are the seed's dataclass, in order; the rest are keyword-only and optional."},
     {0, NULL},

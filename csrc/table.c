@@ -26,29 +26,37 @@ typedef struct {
     PyObject *rows;                   /* list of lists of str */
 } grid;
 
+/* prefix + x with `decimals` decimals + suffix, as a str of whatever length
+ * it takes (a fixed buffer cut 1e63 and beyond silently).  New reference. */
+static PyObject *
+num_text(const char *prefix, double x, int decimals, const char *suffix)
+{
+    char *digits = PyOS_double_to_string(x, 'f', decimals, 0, NULL);
+    if (digits == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("%s%s%s", prefix, digits, suffix);
+    PyMem_Free(digits);
+    return r;
+}
+
 /* Milliseconds: two decimals, or four significant digits below 0.1 ms. */
-static void
-fmt_ms(double x, char *buf, size_t n)
+static PyObject *
+fmt_ms(double x)
 {
     double ax = fabs(x);
     if (ax != 0.0 && ax < 0.1 && isfinite(ax)) {
         int decimals = 3 - (int)floor(log10(ax));
-        if (decimals > 12)
-            decimals = 12;
-        PyOS_snprintf(buf, n, "%.*f", decimals, x);
+        return num_text("", x, decimals > 12 ? 12 : decimals, "");
     }
-    else {
-        PyOS_snprintf(buf, n, "%.2f", x);
-    }
+    return num_text("", x, 2, "");
 }
 
-static void
-fmt_mb(double x, char *buf, size_t n)
+static PyObject *
+fmt_mb(double x)
 {
     if (x > 0)
-        PyOS_snprintf(buf, n, "+%.1f MB", x);
-    else
-        PyOS_snprintf(buf, n, "%.1f MB", x == 0.0 ? 0.0 : x);
+        return num_text("+", x, 1, " MB");
+    return num_text("", x == 0.0 ? 0.0 : x, 1, " MB");
 }
 
 /* A one-element list holding a new reference to o. */
@@ -93,21 +101,27 @@ append_obj(PyObject *row, PyObject *s)
     return rc;
 }
 
+/* str(s.params[param]), "" when absent.  The lookup compares the user's
+ * keys (their __eq__ runs) and str() runs the value's code: either may
+ * reassign s.params, so the dict and the value are owned across both. */
 static PyObject *
 param_cell(shp_Stats *s, PyObject *param)
 {
     if (s->params == NULL)
         return PyUnicode_FromString("");
-    PyObject *v = PyDict_GetItemWithError(s->params, param);
-    if (v == NULL)
-        return PyErr_Occurred() ? NULL : PyUnicode_FromString("");
-    return PyObject_Str(v);
+    PyObject *params = Py_NewRef(s->params);
+    PyObject *v = PyDict_GetItemWithError(params, param);   /* borrowed: owned below */
+    Py_XINCREF(v);
+    PyObject *r = v != NULL ? PyObject_Str(v)
+                            : PyErr_Occurred() ? NULL : PyUnicode_FromString("");
+    Py_XDECREF(v);
+    Py_DECREF(params);
+    return r;
 }
 
 static PyObject *
 baseline_cell(shp_Stats *s, shp_Stats *base)
 {
-    char buf[64];
     if (s == base)
         return PyUnicode_FromString("baseline");
     if (!(base->median_ms > 0)) {
@@ -133,17 +147,17 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
             return NULL;
         verdict = shp_verdict(lo, hi);
     }
-    if (verdict != NULL)
-        PyOS_snprintf(buf, sizeof(buf), "%.2fx %s", ratio, verdict);
-    else
-        PyOS_snprintf(buf, sizeof(buf), "%.2fx", ratio);
-    return PyUnicode_FromString(buf);
+    if (verdict != NULL) {
+        char tail[16];
+        PyOS_snprintf(tail, sizeof(tail), "x %s", verdict);
+        return num_text("", ratio, 2, tail);
+    }
+    return num_text("", ratio, 2, "x");
 }
 
 static int
 build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
 {
-    char a[64], b[64], buf[160];
     PyObject *row = PyList_New(0);
     if (row == NULL)
         return -1;
@@ -153,29 +167,20 @@ build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
         goto error;
     if (append_obj(row, s->device ? Py_NewRef(s->device) : PyUnicode_FromString("")) < 0)
         goto error;
-    fmt_ms(s->mean_ms, a, sizeof(a));
-    fmt_ms(s->std_ms, b, sizeof(b));
-    PyOS_snprintf(buf, sizeof(buf), "%s +/- %s", a, b);
-    if (append_cell(row, buf) < 0)
-        goto error;
-    fmt_ms(s->median_ms, a, sizeof(a));
-    if (append_cell(row, a) < 0)
-        goto error;
-    fmt_ms(s->p95_ms, a, sizeof(a));
-    if (append_cell(row, a) < 0)
-        goto error;
-    PyOS_snprintf(buf, sizeof(buf), "%.1f", s->fps * (double)s->batch_size);
-    if (append_cell(row, buf) < 0)
-        goto error;
-    fmt_mb(s->ram_delta_mb, a, sizeof(a));
-    if (append_cell(row, a) < 0)
+    PyObject *mean = fmt_ms(s->mean_ms), *std = mean ? fmt_ms(s->std_ms) : NULL;
+    PyObject *spread = std ? PyUnicode_FromFormat("%U +/- %U", mean, std) : NULL;
+    Py_XDECREF(mean);
+    Py_XDECREF(std);
+    if (append_obj(row, spread) < 0 ||
+        append_obj(row, fmt_ms(s->median_ms)) < 0 ||
+        append_obj(row, fmt_ms(s->p95_ms)) < 0 ||
+        append_obj(row, num_text("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
+        append_obj(row, fmt_mb(s->ram_delta_mb)) < 0)
         goto error;
     if (vram_col) {
-        if (s->device != NULL && is_cuda_label(s->device))
-            fmt_mb(s->vram_delta_mb, a, sizeof(a));
-        else
-            strcpy(a, "N/A");
-        if (append_cell(row, a) < 0)
+        PyObject *cell = s->device != NULL && is_cuda_label(s->device)
+                             ? fmt_mb(s->vram_delta_mb) : PyUnicode_FromString("N/A");
+        if (append_obj(row, cell) < 0)
             goto error;
     }
     if (base != NULL && append_obj(row, baseline_cell(s, base)) < 0)

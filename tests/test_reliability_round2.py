@@ -394,6 +394,8 @@ def test_3_interrupt_in_the_progress_stream(where):
             print("propagated", e.code)
         else:
             print("swallowed")
+        finally:
+            sys.stderr = sys.__stderr__
     """
     assert "propagated 7" in ok(run_python(code))
 
@@ -490,7 +492,7 @@ def test_5_huge_compare_lets_other_threads_run():
     """)
     out = ok(run_python(code))
     took, gap = map(float, re.search(r"took ([\d.]+) maxgap ([\d.]+)", out).groups())
-    assert gap < max(0.25, took / 4), out
+    assert gap < 1.0, out          # was ~16-40 s: the whole comparison
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
@@ -571,6 +573,7 @@ def test_7_vram_held_by_the_result_counts(fake_cuda_lib):
         import warnings
         warnings.simplefilter("ignore")
         from spatialhub.utils.profiling import benchmark_callable
+        make_current()              # as torch does on first use
         class OnDevice:             # a tensor-like result holding device memory
             def __init__(self):
                 assert fake().fake_alloc(256 * MiB) == 0
@@ -646,7 +649,8 @@ def test_8_documented_prominently():
     (benchmark_callable, ["func", "args", "name", "device", "num_warmup", "num_iters",
                           "track_ram", "track_vram", "sync_fn", "target_rel_ci", "max_time_s",
                           "disable_gc", "progress", "kwargs"]),
-    (format_benchmark_table, ["stats_list", "title", "unit", "baseline", "param", "format"]),
+    (format_benchmark_table, ["stats_list", "title", "throughput_unit", "baseline", "param",
+                              "format"]),
     (compare_benchmarks, ["baseline", "candidate", "resamples", "seed"]),
     (BenchmarkStats, ["name", "device", "mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms",
                       "max_ms", "fps", "warmup_iters", "timed_iters", "ram_delta_mb",
@@ -664,7 +668,7 @@ def test_9_signature_kinds_match_the_calls():
     assert sig.parameters["func"].kind == P.POSITIONAL_ONLY
     assert sig.parameters["args"].kind == P.VAR_POSITIONAL
     assert sig.parameters["num_iters"].kind == P.KEYWORD_ONLY
-    assert sig.parameters["num_iters"].default == 100
+    assert sig.parameters["num_iters"].default == 50
     assert sig.parameters["kwargs"].kind == P.VAR_KEYWORD
     s = inspect.signature(BenchmarkStats)
     assert s.parameters["params"].kind == P.KEYWORD_ONLY
@@ -740,7 +744,7 @@ def test_11_table_cells_keep_huge_numbers(big):
     # name, device, mean +/- std, median, p95, fps, ram
     mean = cells[2].split("+/-")[0].strip()
     for text in (mean, cells[3], cells[4], cells[5], cells[6]):
-        assert float(text.replace(",", "")) == pytest.approx(big, rel=1e-3), (text, t)
+        assert float(text.replace("MB", "").strip()) == pytest.approx(big, rel=1e-3), (text, t)
 
 
 def test_11_baseline_ratio_cell_keeps_huge_ratios():
