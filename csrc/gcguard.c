@@ -4,7 +4,7 @@
  * disable_gc=True holds the collector off for the timed loop, counted per
  * interpreter so that overlapping runs never switch it back on under each
  * other; and a full collection before every timed loop, whatever the
- * collector's switch says.  Calls only errors.c.
+ * collector's switch says.  No calls into other files.
  */
 #include "profiling.h"
 

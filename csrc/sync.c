@@ -11,7 +11,9 @@
 #include "profiling.h"
 #include <numpy/arrayobject.h>
 
-/* torch.mps.synchronize when torch is already imported; never imports it. */
+/* torch.mps.synchronize when torch is already imported; never imports it.
+ * NULL without an exception when there is none; NULL with a Ctrl-C /
+ * SystemExit set when one arrived while torch was asked. */
 static PyObject *
 mps_sync_fn(void)
 {
@@ -25,7 +27,7 @@ mps_sync_fn(void)
     PyObject *fn = mps ? PyObject_GetAttrString(mps, "synchronize") : NULL;
     Py_XDECREF(mps);
     if (fn == NULL)
-        PyErr_Clear();
+        (void)shp_clear_unless_fatal();   /* torch's lazy attributes run its code */
     return fn;
 }
 
@@ -53,6 +55,8 @@ shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync 
     }
     else if (dev->kind == SHP_DEV_MPS) {
         p->fn = mps_sync_fn();
+        if (p->fn == NULL && PyErr_Occurred())
+            return -1;   /* Ctrl-C / SystemExit while torch was asked */
         if (p->fn == NULL) {
             PyErr_SetString(PyExc_RuntimeError,
                             "device='mps' needs a sync: import torch first (its torch.mps."

@@ -360,6 +360,26 @@ def test_3_interrupt_in_an_imported_torchs_attributes(exc):
     assert "propagated" in ok(run_python(code))
 
 
+def test_3_interrupt_while_torch_is_asked_for_its_mps_sync():
+    code = """
+        import sys, types
+        class Torch(types.ModuleType):
+            def __getattr__(self, name):
+                if name == "mps":
+                    raise KeyboardInterrupt
+                raise AttributeError(name)
+        sys.modules["torch"] = Torch("torch")
+        from spatialhub.utils.profiling import benchmark_callable
+        try:
+            benchmark_callable(lambda: None, device="mps", num_warmup=0, num_iters=3)
+        except KeyboardInterrupt:
+            print("propagated")
+        except RuntimeError as e:
+            print("swallowed", e)
+    """
+    assert "propagated" in ok(run_python(code))
+
+
 @pytest.mark.parametrize("where", ["isatty", "write", "flush", "module"])
 def test_3_interrupt_in_the_progress_stream(where):
     # SystemExit from stderr (auto mode asks isatty; forced mode writes and

@@ -6,8 +6,11 @@ import numpy.typing as npt
 
 class BenchmarkWarning(UserWarning): ...
 
+ADAPTIVE_MIN_SAMPLES: int  # target_rel_ci is never judged on fewer samples
+
 class BenchmarkInterrupted(KeyboardInterrupt):
     stats: "BenchmarkStats"
+    partial: Any  # set by sweep(): the SweepResult of the values done so far
 
 class BenchmarkStats:
     # the seed's dataclass protocol (declared by the package's __init__)
@@ -111,6 +114,7 @@ class CudaSync:
 
 def benchmark_callable(
     func: Callable[..., Any],
+    /,
     *args: Any,
     name: str = "BenchmarkTarget",
     device: str = "CPU",
