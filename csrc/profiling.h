@@ -279,6 +279,12 @@ shp_CUresult shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
 /* Set RuntimeError "<what>: CUDA_ERROR_X (code): description"; returns -1. */
 int shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what);
 
+/* Module exec: register (os.register_at_fork) the child handler that marks
+ * CUDA unavailable in a fork child when the parent had started the driver
+ * (or was starting it), abandoning a driver lock held by a thread the child
+ * lacks.  Holds the module weakly.  0, or -1 with an exception. */
+int shp_cuda_register_at_fork(PyObject *module);
+
 /* Release retained primary contexts.  The driver stays loaded once cuInit
  * succeeded: it runs threads and exit hooks of its own. */
 void shp_cuda_teardown(shp_state *st);
@@ -374,20 +380,22 @@ void shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssi
 /*
  * Metadata lookups, a broken stderr, a half-imported module: the harness
  * ignores their failures so that they never cost the user a measurement.
- * KeyboardInterrupt and SystemExit are not failures of the thing looked up
- * -- a Ctrl-C lands wherever Python code happens to run (a subprocess of
- * platform.platform(), a stream's write()) -- and clearing them loses the
- * user's request to stop.  These two are the only way the extension drops
- * an exception that Python code may have raised (static inline: C-API only).
+ * Only failures, i.e. subclasses of Exception, are dropped.  Every other
+ * BaseException is a request to stop this code -- KeyboardInterrupt,
+ * SystemExit, GeneratorExit, greenlet's GreenletExit, gevent.Timeout,
+ * asyncio's CancelledError -- and lands wherever Python code happens to run
+ * (a subprocess of platform.platform(), a stream's write(), a switch point
+ * under gevent); clearing it loses the request.  These two are the only way
+ * the extension drops an exception that Python code may have raised (static
+ * inline: C-API only).
  */
 
-/* 1 if the pending exception is KeyboardInterrupt or SystemExit (or a
- * subclass), 0 otherwise (or if none).  No Python code runs. */
+/* 1 if an exception is pending and it is not a subclass of Exception (a
+ * BaseException that asks to stop), 0 otherwise.  No Python code runs. */
 static inline int
 shp_error_is_fatal(void)
 {
-    return PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
-           PyErr_ExceptionMatches(PyExc_SystemExit);
+    return PyErr_Occurred() != NULL && !PyErr_ExceptionMatches(PyExc_Exception);
 }
 
 /* Drop the pending exception (if any) unless it is fatal in the sense above.
