@@ -423,6 +423,43 @@ def test_3_interrupt_in_the_progress_stream(where):
     assert "propagated 7" in ok(run_python(code))
 
 
+@pytest.mark.parametrize("exc", ["GeneratorExit", "Stop"])
+@pytest.mark.parametrize("where", ["write", "platform"])
+def test_3_any_base_exception_stops_an_ignore_path(exc, where):
+    # Review D2: greenlet's GreenletExit, gevent.Timeout, GeneratorExit are
+    # BaseExceptions that ask the code to stop; only Exception subclasses may
+    # be dropped as "a broken stream" or "an unknown platform".
+    code = f"""
+        import platform, sys, time, warnings
+        warnings.simplefilter("ignore")
+        class Stop(BaseException):
+            pass
+        exc = {exc}
+        if {where!r} == "platform":
+            def boom(*a, **k):
+                raise exc("stop")
+            platform.platform = boom
+        from spatialhub.utils.profiling import benchmark_callable
+        class Err:
+            def isatty(self):
+                return True
+            def write(self, s):
+                raise exc("stop")
+            def flush(self):
+                pass
+        if {where!r} == "write":
+            sys.stderr = Err()
+        try:
+            s = benchmark_callable(time.sleep, 0.001, num_warmup=0, num_iters=200, progress=True)
+            print("swallowed", s.timed_iters)
+        except exc:
+            print("propagated")
+        finally:
+            sys.stderr = sys.__stderr__
+    """
+    assert "propagated" in ok(run_python(code))
+
+
 # ---- 4. the GIL around blocking driver calls ----------------------------------
 
 
@@ -483,6 +520,70 @@ def test_4_threads_racing_a_slow_driver_start_load_it_once(fake_cuda_lib):
 
 
 # ---- 5. compare_benchmarks on huge runs: GIL and Ctrl-C ------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("when", ["during_start", "after_start"])
+def test_4_fork_child_gets_a_clear_cuda_error_not_a_hang(fake_cuda_lib, when):
+    from cuda_support import run_with_fake_cuda
+
+    # Review D1: a fork while another thread starts the driver left the child
+    # waiting for ever on the inherited, held driver lock (Ctrl-C could not
+    # stop it).  A CUDA context does not survive fork() anyway: the child must
+    # answer at once -- no VRAM figure, and a RuntimeError saying why.
+    code = f"""
+        import signal, warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import benchmark_callable, get_cuda_sync_fn, get_gpu_vram_mb
+        t = threading.Thread(target=get_cuda_sync_fn)
+        t.start()
+        if {when!r} == "during_start":
+            time.sleep(0.2)          # the thread is inside the 1 s cuInit, holding the lock
+        else:
+            t.join()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)
+            t0 = time.perf_counter()
+            vram = get_gpu_vram_mb(0)
+            try:
+                benchmark_callable(lambda: None, device="cuda:0", num_warmup=0, num_iters=2,
+                                   progress=False)
+                err = "none"
+            except RuntimeError as e:
+                err = str(e)
+            print("child vram", vram, "took %.2f" % (time.perf_counter() - t0), "err", err,
+                  flush=True)
+            os._exit(0)
+        t.join()
+        _, status = os.waitpid(pid, 0)
+        print("status", status)
+        print("parent vram ok", get_gpu_vram_mb(0) is not None)
+    """
+    out = run_with_fake_cuda(fake_cuda_lib, code, env={"FAKE_CUDA_SLOW_MS": "1000"})
+    assert "status 0" in out, out
+    assert "child vram None" in out, out
+    assert "does not survive fork()" in out and "spawn" in out, out
+    took = float(re.search(r"took ([\d.]+)", out).group(1))
+    assert took < 0.5, out
+    assert "parent vram ok True" in out, out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_4_fork_child_of_a_parent_without_cuda_may_start_it(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda
+
+    code = """
+        import warnings
+        warnings.simplefilter("ignore")
+        from spatialhub.utils.profiling import get_gpu_vram_mb
+        pid = os.fork()
+        if pid == 0:
+            print("child vram", get_gpu_vram_mb(0) is not None, flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """
+    assert "child vram True" in run_with_fake_cuda(fake_cuda_lib, code)
 
 
 BIG_COMPARE = """
