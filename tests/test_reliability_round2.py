@@ -974,3 +974,88 @@ def test_12_sweep_keeps_the_values_done_before_ctrl_c():
     assert [s.params["bs"] for s in part] == [1, 2, 3]
     assert [s.timed_iters for s in part] == [5, 5, 2]
     assert "bs" in part.to_table()
+
+
+def test_12_sweep_keeps_the_values_done_before_ctrl_c_in_a_later_warm_up():
+    # Review D4: a Ctrl-C in the factory or the warm-up of a later value is a
+    # plain KeyboardInterrupt (no timed iteration yet); it must still carry
+    # the finished values.
+    from spatialhub.utils.profiling import BenchmarkInterrupted, sweep
+
+    for where in ("factory", "warm-up"):
+        def factory(v):
+            if v == 3 and where == "factory":
+                raise KeyboardInterrupt
+
+            def f():
+                if v == 3:
+                    raise KeyboardInterrupt
+            return f
+        with pytest.raises(KeyboardInterrupt) as info:
+            sweep(factory, [1, 2, 3, 4], param="bs", num_warmup=1, num_iters=5, progress=False)
+        assert not isinstance(info.value, BenchmarkInterrupted)
+        part = info.value.partial
+        assert [s.params["bs"] for s in part] == [1, 2], where
+        assert part.values == [1, 2]
+        assert [s.timed_iters for s in part] == [5, 5]
+
+
+FAKE_TORCH = """
+    import contextlib, sys, types
+    torch = types.ModuleType("torch")
+    class dtype:
+        def __init__(s, n): s.n, s.is_floating_point, s.is_complex = n, True, False
+        def __str__(s): return "torch." + s.n
+    torch.dtype = dtype; torch.float32 = dtype("float32"); torch.bool = dtype("bool")
+    class device:
+        def __init__(s, t, i=None): s.type, s.index = t, i
+        def __str__(s): return s.type
+    torch.device = device
+    class Module:
+        def to(s, *a): return s
+        def eval(s): return s
+    torch.nn = types.SimpleNamespace(Module=Module)
+    class T:
+        def __init__(s, shape): s.shape = shape
+        def to(s, *a): return s
+    torch.Generator = lambda: types.SimpleNamespace(manual_seed=lambda n: None)
+    torch.randn = lambda shape, **k: T(shape)
+    torch.inference_mode = contextlib.nullcontext
+    torch.__version__ = "fake"
+    sys.modules["torch"] = torch
+"""
+
+
+def test_12_cli_batch_size_sweep_keeps_the_finished_batch_sizes(tmp_path):
+    # Review D3: profile_model(batch_sizes=...) (the CLI's --batch-sizes) had
+    # a loop of its own: Ctrl-C lost the finished batch sizes, and the
+    # partial row read batch_size=1, params=None.
+    model = tmp_path / "netmod.py"
+    model.write_text(textwrap.dedent("""
+        import torch
+        class M(torch.nn.Module):
+            n = 0
+            def __call__(s, x):
+                M.n += 1
+                if x.shape[0] == 16 and M.n > 15:   # 3rd timed iteration of batch 16
+                    raise KeyboardInterrupt
+        net = M()
+    """))
+    out_json = tmp_path / "partial.json"
+    code = FAKE_TORCH + f"""
+    import json, warnings
+    warnings.simplefilter("ignore")
+    sys.path.insert(0, {str(tmp_path)!r})
+    from spatialhub.utils.profiling import cli
+    rc = cli.main(["--callable", {str(model)!r} + ":net", "--args-shape", "1,3",
+                   "--batch-sizes", "1,4,16", "--warmup", "1", "--iters", "5",
+                   "--no-progress", "--json", {str(out_json)!r}])
+    print("rc", rc)
+    """
+    out = ok(run_python(code))
+    assert "rc 130" in out, out
+    data = json.loads(out_json.read_text())
+    assert [d["batch_size"] for d in data] == [1, 4, 16], data
+    assert [d["params"] for d in data] == [{"batch_size": b} for b in (1, 4, 16)]
+    assert [d["timed_iters"] for d in data] == [5, 5, 2]
+    assert data[-1]["env"]["interrupted"] is True

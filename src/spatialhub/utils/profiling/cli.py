@@ -365,18 +365,24 @@ def _main(a):
                 stats_list, title, sweep_result = _run_onnx(a)
             else:
                 stats_list, title, sweep_result = _run_demo(a)
-        except BenchmarkInterrupted as exc:
-            # Ctrl-C in a timed loop: the library kept what was measured;
-            # show and save it, marked, then end as an interrupt (status 130).
+        except KeyboardInterrupt as exc:
+            # Ctrl-C: the library kept what was measured (.stats of a timed
+            # loop, .partial of a sweep's finished values); show and save
+            # it, marked, then end as an interrupt (status 130).
             stats_list, sweep_result = _partial(exc)
+            if not stats_list:
+                raise
             title = f"{a.title or 'Benchmark'} (interrupted: partial result)"
             interrupted = exc
+        in_loop = isinstance(interrupted, BenchmarkInterrupted)
         table = (sweep_result if sweep_result is not None else SweepResult(stats_list)).to_table(title)
         if interrupted is not None:
-            table = ("**Interrupted (Ctrl-C): the last row holds only the iterations completed "
-                     "before it.**\n\n" + table)
+            table = ("**Interrupted (Ctrl-C): " +
+                     ("the last row holds only the iterations completed before it.**"
+                      if in_loop else "the rows shown are complete; the values after them were not run.**")
+                     + "\n\n" + table)
         payload = [s.to_dict(samples=True) for s in stats_list]
-        if interrupted is not None and payload:
+        if in_loop and payload:
             env = dict(payload[-1].get("env") or {})
             env["interrupted"] = True   # env is free-form: --compare still reads the file
             payload[-1]["env"] = env
@@ -397,7 +403,8 @@ def _partial(exc):
     partial = getattr(exc, "partial", None)   # set by sweep(): the values done so far
     if partial is not None:
         return list(partial), partial
-    return [exc.stats], None
+    stats = getattr(exc, "stats", None)       # BenchmarkInterrupted: one run's
+    return ([stats] if stats is not None else []), None
 
 
 def _json_default(obj):

@@ -112,21 +112,40 @@ def sweep(factory, values, param="value", name=None, **bench_kw):
         raise ValueError("sweep: values is empty")
     if not isinstance(param, str) or not param:
         raise TypeError("sweep: param must be a non-empty str")
-    results = []
-    for value in values:
+
+    def run_one(value):
         func, args, kwargs = _unpack_target(factory(value), value)
         label = name or getattr(func, "__name__", None) or type(func).__name__
         clash = set(kwargs) & set(bench_kw)
         if clash:
             raise TypeError(f"sweep: keyword(s) {sorted(clash)} given both by the factory and to sweep()")
+        return benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
+
+    return _sweep_rows(values, param, run_one)
+
+
+def _sweep_rows(values, param, run_one):
+    """``run_one(value)`` -> stats for each value of the list ``values``,
+    labelled with ``param``; a SweepResult.  Used by sweep() and by every
+    adapter that sweeps (profile_model's batch sizes).
+
+    Ctrl-C keeps the values done so far on the exception, as ``.partial``
+    (a SweepResult), as ``.stats`` keeps one run's: a BenchmarkInterrupted
+    (Ctrl-C in a timed loop) adds its partial row, labelled; a plain
+    KeyboardInterrupt (in the factory, the set-up or the warm-up of a value)
+    carries the finished values only.
+    """
+    results = []
+    for value in values:
         try:
-            stats = benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
+            stats = run_one(value)
         except BenchmarkInterrupted as exc:
-            # Ctrl-C: keep the values done so far and the partial one on the
-            # exception (.partial, a SweepResult), as .stats keeps one run's.
             _label(exc.stats, param, value)
             done = results + [exc.stats]
             exc.partial = SweepResult(done, param=param, values=values[:len(done)])
+            raise
+        except KeyboardInterrupt as exc:
+            exc.partial = SweepResult(list(results), param=param, values=values[:len(results)])
             raise
         _label(stats, param, value)
         results.append(stats)

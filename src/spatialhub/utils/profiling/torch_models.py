@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 
 from ._native import benchmark_callable, get_cuda_sync_fn
-from .sweeps import SweepResult
+from .sweeps import SweepResult, _sweep_rows
 
 __all__ = ["profile_model"]
 
@@ -146,9 +146,5 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
 
     if batch_sizes is None:
         return run(shape[0])
-    results = []
-    for b in batch_sizes:
-        stats = run(b)
-        stats.params = {"batch_size": b}
-        results.append(stats)
-    return SweepResult(results, param="batch_size", values=batch_sizes)
+    # sweep()'s loop: labels each row, keeps the finished rows on Ctrl-C (.partial)
+    return _sweep_rows(list(batch_sizes), "batch_size", run)
