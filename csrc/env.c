@@ -186,9 +186,16 @@ PyObject *
 shp_env_dict(shp_state *st)
 {
     if (st->env_static == NULL) {
-        st->env_static = build_static();
-        if (st->env_static == NULL)
+        /* build_static runs Python code (platform.platform() starts a
+         * subprocess): another thread may have cached its record meanwhile;
+         * the first one kept wins, the other is dropped, not leaked. */
+        PyObject *built = build_static();
+        if (built == NULL)
             return NULL;
+        if (st->env_static == NULL)
+            st->env_static = built;
+        else
+            Py_DECREF(built);
     }
     PyObject *d = PyDict_Copy(st->env_static);
     if (d == NULL)
