@@ -3,14 +3,17 @@
  *
  * One rule set for every entry point and every field setter:
  *   integer  anything with __index__ (int, numpy.int64, IntEnum ...) but
- *            bool: True as a count, an id or a seed is a bug;
+ *            bool (Python's or NumPy's): True as a count, an id or a seed
+ *            is a bug;
  *   real     int, float, or anything with __float__ or __index__ (what
- *            float() accepts as a number) but bool and str;
+ *            float() accepts as a number) but bool (either) and str;
  *   flag     any object, by its truth value (bool(x));
  *   string   a str (or a subclass), nothing else.
  * A wrong type is a TypeError, a value out of range a ValueError, both
  * worded "<where> <param> must be <what>, not <type>" (see shp_arg_where):
- * "benchmark_callable(): num_iters must be an int, not float".
+ * "benchmark_callable(): num_iters must be an int, not float"; an integer
+ * beyond C's range is out of range too (a ValueError, never CPython's
+ * OverflowError).
  *
  * A leaf: plain C-API work, no module state, no calls into other files.
  */
@@ -29,6 +32,18 @@ where(char *buf, size_t n, const char *owner, const char *param)
     }
     size_t len = strlen(owner);
     PyOS_snprintf(buf, n, "%s%s%s", owner, owner[len - 1] == ')' ? ": " : ".", param);
+}
+
+/* Python's bool, or NumPy's (numpy.bool, numpy.bool_ before NumPy 2), told
+ * by its type's name: no NumPy API in this leaf.  It has __float__ (and in
+ * NumPy 1 __index__), so the number rules would take it. */
+static int
+is_bool(PyObject *v)
+{
+    if (PyBool_Check(v))
+        return 1;
+    const char *tn = Py_TYPE(v)->tp_name;
+    return strcmp(tn, "numpy.bool") == 0 || strcmp(tn, "numpy.bool_") == 0;
 }
 
 int
@@ -52,7 +67,7 @@ shp_arg_value_error(const char *owner, const char *param, const char *want, PyOb
 PyObject *
 shp_arg_index(PyObject *v, const char *owner, const char *param)
 {
-    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+    if (is_bool(v) || !PyIndex_Check(v)) {
         shp_arg_type_error(owner, param, "an int", v);
         return NULL;
     }
@@ -62,11 +77,21 @@ shp_arg_index(PyObject *v, const char *owner, const char *param)
 int
 shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out)
 {
-    if (PyBool_Check(v) || !PyIndex_Check(v))
+    if (is_bool(v) || !PyIndex_Check(v))
         return shp_arg_type_error(owner, param, "an int", v);
-    Py_ssize_t n = PyNumber_AsSsize_t(v, PyExc_OverflowError);
-    if (n == -1 && PyErr_Occurred())
+    PyObject *idx = PyNumber_Index(v);
+    if (idx == NULL)
         return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(idx);
+    if (n == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();   /* our own conversion's, no user code ran */
+            shp_arg_value_error(owner, param, "within Py_ssize_t's range", idx);
+        }
+        Py_DECREF(idx);
+        return -1;
+    }
+    Py_DECREF(idx);
     *out = n;
     return 0;
 }
@@ -74,7 +99,7 @@ shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out
 int
 shp_arg_is_real(PyObject *v)
 {
-    if (PyBool_Check(v))
+    if (is_bool(v))
         return 0;
     if (PyFloat_Check(v) || PyLong_Check(v))
         return 1;

@@ -243,15 +243,20 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         PyObject *idx = shp_arg_index(v[2], FN, "resamples");
         if (idx == NULL)
             return NULL;
-        resamples = PyLong_AsSsize_t(idx);
-        Py_DECREF(idx);
-        if (resamples == -1 && PyErr_Occurred())
-            return NULL;
-        if (resamples < 100 || resamples > 1000000) {
-            PyErr_Format(PyExc_ValueError, FN ": resamples must be in [100, 1000000], got %zd",
-                         resamples);
+        int overflow = 0;
+        long long r = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        if (r == -1 && PyErr_Occurred()) {
+            Py_DECREF(idx);
             return NULL;
         }
+        if (overflow != 0 || r < 100 || r > 1000000) {
+            PyErr_Format(PyExc_ValueError, FN ": resamples must be in [100, 1000000], got %S",
+                         idx);
+            Py_DECREF(idx);
+            return NULL;
+        }
+        Py_DECREF(idx);
+        resamples = (Py_ssize_t)r;
     }
     if (v[3] != NULL) {
         PyObject *idx = shp_arg_index(v[3], FN, "seed");

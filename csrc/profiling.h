@@ -305,7 +305,7 @@ int shp_arg_type_error(const char *owner, const char *param, const char *want, P
 int shp_arg_value_error(const char *owner, const char *param, const char *want, PyObject *got);
 /* An integer: new reference to an int, or NULL with TypeError. */
 PyObject *shp_arg_index(PyObject *v, const char *owner, const char *param);
-/* An integer into *out; OverflowError outside Py_ssize_t; 0 / -1. */
+/* An integer into *out; ValueError outside Py_ssize_t; 0 / -1. */
 int shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out);
 /* 1 if v is a real number by the rule above, else 0; never fails. */
 int shp_arg_is_real(PyObject *v);

@@ -1059,3 +1059,61 @@ def test_12_cli_batch_size_sweep_keeps_the_finished_batch_sizes(tmp_path):
     assert [d["params"] for d in data] == [{"batch_size": b} for b in (1, 4, 16)]
     assert [d["timed_iters"] for d in data] == [5, 5, 2]
     assert data[-1]["env"]["interrupted"] is True
+
+
+def test_3_racing_first_benchmarks_keep_one_environment_record():
+    # Review D6: two threads building the cached environment at once (the
+    # GIL is released in platform.platform()) leaked the record they lost.
+    code = """
+        import gc, platform, threading, time, warnings, weakref
+        warnings.simplefilter("ignore")
+        class Name(str):
+            pass
+        made = []
+        def slow_platform(*a, **k):
+            s = Name("plat-%d" % len(made))
+            made.append(weakref.ref(s))
+            time.sleep(0.3)
+            return s
+        platform.platform = slow_platform
+        from spatialhub.utils.profiling import benchmark_callable
+        ts = [threading.Thread(target=benchmark_callable, args=(lambda: None,),
+                               kwargs=dict(num_iters=2, num_warmup=0, progress=False))
+              for _ in range(2)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        gc.collect()
+        print("built", len(made), "alive", sum(r() is not None for r in made))
+    """
+    out = ok(run_python(code))
+    built, alive = map(int, re.search(r"built (\d+) alive (\d+)", out).groups())
+    assert built == 2, out     # the race did happen ...
+    assert alive == 1, out     # ... and only the cached record's value lives on
+
+
+@pytest.mark.parametrize("make", ["np.True_", "np.bool_(False)"])
+def test_2_numpy_bool_is_refused_like_bool(make):
+    # Review D7: the "never bool" rule let numpy.bool through the real rule.
+    b = eval(make)
+    s = stats([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"BenchmarkStats.mean_ms must be a real number, not numpy.bool"):
+        s.mean_ms = b
+    with pytest.raises(TypeError, match=r"max_time_s must be a real number or None, not numpy.bool"):
+        benchmark_callable(lambda: None, num_iters=2, max_time_s=b, progress=False)
+    with pytest.raises(TypeError, match=r"num_iters must be an int, not numpy.bool"):
+        benchmark_callable(lambda: None, num_iters=b, progress=False)
+    with pytest.raises(TypeError, match=r"BenchmarkStats.warmup_iters must be an int, not numpy.bool"):
+        s.warmup_iters = b
+
+
+def test_2_integers_beyond_c_range_are_value_errors_in_the_one_wording():
+    # Review D8: CPython's OverflowError ("Python int too large to convert")
+    # leaked out of two conversions.
+    s = stats([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"^BenchmarkStats.warmup_iters must be within Py_ssize_t's range, got 10{30}$"):
+        s.warmup_iters = 10**30
+    assert s.warmup_iters >= 0   # unchanged
+    with pytest.raises(ValueError, match=r"^compare_benchmarks\(\): resamples must be in \[100, 1000000\], got 10{30}$"):
+        compare_benchmarks(s, s, resamples=10**30)
+    with pytest.raises(ValueError, match=r"^compare_benchmarks\(\): resamples must be in \[100, 1000000\], got -10{30}$"):
+        compare_benchmarks(s, s, resamples=-10**30)
