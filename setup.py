@@ -19,7 +19,7 @@ def knob(name):
 # In layer order (csrc/profiling.h has the map): leaves, computation, fields,
 # rendering, Python types, the run, the module.
 SOURCES = [
-    "clock.c", "memory.c", "dynlib.c", "cuda.c", "args.c", "device.c", "notes.c", "env.c",
+    "clock.c", "memory.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "notes.c", "env.c",
     "summary.c", "bootstrap.c", "markup.c",
     "fields.c",
     "table.c",

@@ -12,6 +12,7 @@
  *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
  *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
  *                 (calls dynlib.c only)
+ *     cudafork.c  that driver state in a fork() child (unavailable, lock reset)
  *     args.c      every argument conversion and the one keyword parser
  *     device.c    what a device label means (CPU / CUDA[:n] / providers / MPS)
  *     notes.c     PEP 678 notes on a user's exception
@@ -279,7 +280,7 @@ shp_CUresult shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
 /* Set RuntimeError "<what>: CUDA_ERROR_X (code): description"; returns -1. */
 int shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what);
 
-/* Module exec: register (os.register_at_fork) the child handler that marks
+/* cudafork.c.  Module exec: register (os.register_at_fork) the child handler that marks
  * CUDA unavailable in a fork child when the parent had started the driver
  * (or was starting it), abandoning a driver lock held by a thread the child
  * lacks.  Holds the module weakly.  0, or -1 with an exception. */
