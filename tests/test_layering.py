@@ -4,9 +4,9 @@ The C sources are read as text (no compiler needed): each file's top-level
 function definitions named shp_* are collected, then every call of such a
 function in another file is an edge from the calling file to the defining
 one (a reference without a call, as in a method table, counts too).
-Static inline functions in profiling.h belong to no .c file; calls
-made through them are not edges (the header's inline code calls only
-leaves: the clock, the driver binding, sync.c's Python sync).
+Static inline functions in profiling.h belong to no .c file: a call made
+inside one counts as a call from every .c file that uses the inline (so
+loop.c's use of shp_progress_tick is an edge loop.c -> progress.c).
 
 The layer picture and where a new concern goes: docs/decisions.md
 ("Layers") and the file map at the top of csrc/profiling.h.
@@ -57,14 +57,47 @@ def _definitions(texts):
     return owner
 
 
-def call_graph(texts=None):
-    """{file: {callee file: sorted shp_ functions it calls there}}"""
-    texts = {k: _strip(v) for k, v in (_sources() if texts is None else texts).items()}
+_INLINE = re.compile(r"static inline[^;{(]*?\b(shp_\w+)\s*\(")
+
+
+def _inlines(header):
+    """{inline function of the header: the shp_ names its body uses}"""
+    header = _strip(header)
+    found = {}
+    for m in _INLINE.finditer(header):
+        i = header.find("{", m.end())
+        if i < 0 or ";" in header[m.end():i]:
+            continue    # a prototype, not a definition
+        depth, j = 0, i
+        while j < len(header):
+            depth += {"{": 1, "}": -1}.get(header[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        found[m.group(1)] = set(_CALL.findall(header[i:j])) - {m.group(1)}
+    return found
+
+
+def call_graph(texts=None, header=None):
+    """{file: {callee file: sorted shp_ functions it calls there}}
+
+    `header` (profiling.h's text when `texts` is None) supplies the static
+    inline functions: what one calls is called by each file using it."""
+    if texts is None:
+        texts = _sources()
+        header = (CSRC / "profiling.h").read_text() if header is None else header
+    texts = {k: _strip(v) for k, v in texts.items()}
     owner = _definitions(texts)
+    inlines = _inlines(header or "")
     graph = {name: {} for name in texts}
     for name, text in texts.items():
-        for m in _CALL.finditer(text):
-            fn = m.group(1)
+        used, todo = set(), list(_CALL.findall(text))
+        while todo:                 # through inlines calling inlines, too
+            fn = todo.pop()
+            if fn not in used:
+                used.add(fn)
+                todo.extend(inlines.get(fn, ()))
+        for fn in used:
             target = owner.get(fn)
             if target is not None and target != name:
                 graph[name].setdefault(target, set()).add(fn)
@@ -125,6 +158,23 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert find_cycle(call_graph(texts)) == ["a.c", "b.c", "c.c", "a.c"]
     texts["c.c"] = "int\nshp_c(void)\n{\n    /* shp_a() */\n    return \"shp_a()\"[0];\n}\n"
     assert find_cycle(call_graph(texts)) is None
+
+
+def test_calls_inside_header_inlines_are_edges_of_their_users():
+    # the header's shp_progress_tick calls progress.c's shp_progress_update:
+    # loop.c, which uses the inline, depends on progress.c
+    assert "shp_progress_tick" in _inlines((CSRC / "profiling.h").read_text())
+    assert "shp_progress_update" in call_graph()["loop.c"].get("progress.c", [])
+    # and a cycle closed only through an inline is found
+    texts = {
+        "a.c": "int\nshp_a(void)\n{\n    return shp_via();\n}\n",
+        "b.c": "int\nshp_b(void)\n{\n    return shp_a();\n}\n",
+    }
+    header = ("static inline int shp_via2(void) { return shp_b(); }\n"
+              "int shp_proto(void);\n"
+              "static inline int\nshp_via(void)\n{\n    return shp_via2();\n}\n")
+    assert find_cycle(call_graph(texts)) is None
+    assert find_cycle(call_graph(texts, header)) == ["a.c", "b.c", "a.c"]
 
 
 def test_leaves_call_no_other_file():
