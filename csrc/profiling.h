@@ -20,6 +20,7 @@
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
+ *     scopedata.c a scope's bounded data: latency histogram, trace-event ring
  *  2. fields.c    table-driven attributes shared by the result types
  *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
  *                 the result structs below, calls none of their functions)
@@ -28,6 +29,9 @@
  *     gpumem.c    GPUMemoryInfo
  *     compare.c   the Comparison type and compare_benchmarks
  *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
+ *     scopenode.c the ProfileNode type (one scope of the call tree)
+ *     scope.c     ProfilerCore: the scope tree, per-thread / per-task nesting
+ *     scopetimer.c the Timer type: a scope's enter and exit
  *  5. the run
  *     sync.c      what synchronises each iteration; calling a Python sync
  *     progress.c  the progress line on stderr
@@ -95,6 +99,9 @@ int64_t shp_now_ns(void);
 int64_t shp_clock_resolution_ns(void);
 /* A short human name of the clock, for the environment record. */
 const char *shp_clock_name(void);
+/* CPU time of the whole process (all threads, user + system) in integer ns:
+ * the clock of time.process_time.  0 if the OS refuses (never raises). */
+int64_t shp_process_cpu_ns(void);
 
 /* ---- memory.c ----------------------------------------------------------- */
 
@@ -211,6 +218,10 @@ typedef struct {
     PyObject *interrupted;          /* BenchmarkInterrupted (KeyboardInterrupt) */
     PyObject *noop;                 /* native no-op used to measure overhead */
     PyObject *env_static;           /* cached part of the environment dict */
+    PyTypeObject *node_type;        /* ProfileNode */
+    PyTypeObject *profiler_type;    /* ProfilerCore (HierarchicalProfiler's base) */
+    PyTypeObject *timer_type;       /* Timer */
+    PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
     shp_cuda cuda;
 } shp_state;
@@ -465,6 +476,55 @@ PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
 
+/* ---- scopedata.c: a scope's bounded data (pure leaf, never fails) ------- */
+
+/*
+ * Latency histogram with log-spaced buckets: any percentile it reports is
+ * within 1 % of NumPy's method="linear" percentile of the same durations;
+ * min, max and count are exact.  Memory grows with the span of durations
+ * seen (log-scale), never with their number.  Hold the GIL (PyMem).
+ */
+typedef struct {
+    uint64_t *counts;     /* buckets lo .. lo + len - 1, PyMem; NULL when empty */
+    int32_t lo, len;
+    uint64_t zeros;       /* durations of 0 ns */
+    uint64_t n;           /* every recorded duration, dropped ones included */
+    uint64_t dropped;     /* not bucketed: out of memory */
+    int64_t min_ns, max_ns;
+} shp_hist;
+
+void shp_hist_init(shp_hist *h);
+void shp_hist_free(shp_hist *h);
+/* Count one duration (negative counts as 0).  Never fails. */
+void shp_hist_record(shp_hist *h, int64_t ns);
+/* Percentile q in [0, 1] in ns (NumPy "linear" within 1 %); NaN when empty. */
+double shp_hist_quantile(const shp_hist *h, double q);
+
+/* One finished scope call, for the Chrome trace export. */
+typedef struct {
+    int64_t start_ns;     /* shp_now_ns() at enter */
+    int64_t dur_ns;
+    uint64_t thread;      /* PyThread_get_thread_ident() */
+    uint32_t node_id;     /* index in the profiler's node registry */
+    uint32_t depth;       /* 1 for a child of the root */
+} shp_event;
+
+/* A ring of the last `capacity` events; the oldest make room (counted in
+ * `dropped`).  The buffer is allocated at the first push. */
+typedef struct {
+    shp_event *ev;
+    Py_ssize_t capacity, head, count;
+    uint64_t dropped;
+} shp_ring;
+
+void shp_ring_init(shp_ring *r, Py_ssize_t capacity);
+/* Forget every event and free the buffer (capacity kept). */
+void shp_ring_clear(shp_ring *r);
+/* Append a copy of *e.  Never fails (out of memory: counted as dropped). */
+void shp_ring_push(shp_ring *r, const shp_event *e);
+/* The i-th oldest event, 0 <= i < r->count; borrowed pointer into the ring. */
+const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
+
 /* ======================================================================== */
 /* 2. fields.c: table-driven attributes                                     */
 /* ======================================================================== */
@@ -616,6 +676,17 @@ extern PyType_Spec shp_cuda_sync_spec;
 PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
 PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- scope.c: the scope profiler types ---------------------------------- */
+
+/* The three type specs (module.c creates the types in this order: node,
+ * profiler, timer) and the hook the Python package calls to name the
+ * module-level `profiler` that Timer(profiler=None) records into. */
+extern PyType_Spec shp_node_spec;
+extern PyType_Spec shp_profiler_spec;
+extern PyType_Spec shp_timer_spec;
+/* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
+PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */
