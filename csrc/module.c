@@ -163,6 +163,8 @@ static PyMethodDef shp_methods[] = {
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
     {"_overhead_ms", shp_overhead_ms, METH_NOARGS, "The cached CPU overhead (ms) or None."},
+    {"_scope_clock_floor_ns", shp_scope_clock_floor, METH_O,
+     "Bench hook: mean ns of a scope's four clock reads (process CPU and wall, twice)."},
     {"_set_default_profiler", shp_set_default_profiler, METH_O,
      "Name the profiler Timer(profiler=None) records into (the package's module-level\n"
      "`profiler`), or None for none."},
@@ -226,6 +228,8 @@ shp_exec(PyObject *m)
         add_type(m, &shp_timer_spec, NULL, &st->timer_type) < 0 ||
         add_type(m, &shp_profiler_spec, NULL, &st->profiler_type) < 0)
         return -1;
+    /* Timer("stage", profiler=p) without building an argument tuple and dict */
+    st->timer_type->tp_vectorcall = shp_timer_vectorcall;
     st->warning = PyErr_NewExceptionWithDoc(
         "spatialhub.utils.profiling.BenchmarkWarning",
         "A benchmark figure that should not be trusted as it stands (overhead-dominated, "

@@ -679,12 +679,20 @@ PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
 
 /* ---- scope.c: the scope profiler types ---------------------------------- */
 
-/* The three type specs (module.c creates the types in this order: node,
- * profiler, timer) and the hook the Python package calls to name the
- * module-level `profiler` that Timer(profiler=None) records into. */
+/* The three type specs (module.c creates them in this order: node, timer,
+ * profiler -- a profiler's constructor needs the other two) and the hook the
+ * Python package calls to name the module-level `profiler` that
+ * Timer(profiler=None) records into. */
 extern PyType_Spec shp_node_spec;
 extern PyType_Spec shp_profiler_spec;
 extern PyType_Spec shp_timer_spec;
+/* Timer's constructor as a vectorcall; module.c sets it as the Timer type's
+ * tp_vectorcall (not inherited: subclasses take tp_new).  New Timer or NULL. */
+PyObject *shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames);
+/* _scope_clock_floor_ns(n): mean ns of the four clock reads one scope makes
+ * (bench hook: the floor under any scope profiler measuring CPU time too). */
+PyObject *shp_scope_clock_floor(PyObject *module, PyObject *n);
 /* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
 PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
 

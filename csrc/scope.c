@@ -35,6 +35,49 @@
 #define NO_ID UINT32_MAX
 #define DEFAULT_TRACE_CAPACITY 65536
 
+/* ---- arguments -------------------------------------------------------------- */
+
+/* Vectorcall arguments into out[0..n) by position or keyword name (NULL where not
+ * given).  `fname` names the function in messages.  0, or -1 with TypeError. */
+static int
+parse_args(const char *fname, const char *const *names, int n, PyObject *const *args,
+           size_t nargsf, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s takes at most %d arguments (%zd given)", fname, n,
+                     nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, k);
+        int j = 0;
+        while (j < n && PyUnicode_CompareWithASCIIString(kw, names[j]) != 0)
+            j++;
+        if (j == n) {
+            PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", fname,
+                         kw);
+            return -1;
+        }
+        if (out[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%s'", fname,
+                         names[j]);
+            return -1;
+        }
+        out[j] = args[nargs + k];
+    }
+    if (out[0] == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s missing required argument '%s'", fname, names[0]);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- ProfileNode ---------------------------------------------------------- */
 
 typedef struct shp_Node {
@@ -745,37 +788,9 @@ Profiler_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject
 {
     static const char *const names[] = {"name", "track_ram", "track_vram", "sync_cuda"};
     shp_Profiler *p = (shp_Profiler *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *v[4] = {NULL, NULL, NULL, NULL};
-    if (nargs > 4) {
-        PyErr_Format(PyExc_TypeError,
-                     "HierarchicalProfiler.scope() takes at most 4 arguments (%zd given)", nargs);
+    PyObject *v[4];
+    if (parse_args("HierarchicalProfiler.scope()", names, 4, args, nargsf, kwnames, v) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *kw = PyTuple_GET_ITEM(kwnames, k);
-        int j = 0;
-        while (j < 4 && PyUnicode_CompareWithASCIIString(kw, names[j]) != 0)
-            j++;
-        if (j == 4 || v[j] != NULL) {
-            PyErr_Format(PyExc_TypeError,
-                         j == 4 ? "HierarchicalProfiler.scope() got an unexpected keyword "
-                                  "argument '%U'"
-                                : "HierarchicalProfiler.scope() got multiple values for "
-                                  "argument '%U'",
-                         kw);
-            return NULL;
-        }
-        v[j] = args[nargs + k];
-    }
-    if (v[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError,
-                        "HierarchicalProfiler.scope() missing required argument 'name'");
-        return NULL;
-    }
     if (check_name(v[0], "HierarchicalProfiler.scope()") < 0)
         return NULL;
     int tr = opt_bool(v[1], p->track_ram), tv = opt_bool(v[2], p->track_vram),
@@ -896,24 +911,29 @@ make_timer(shp_Profiler *p, PyObject *name, int track_memory, int track_vram, in
     return (PyObject *)t;
 }
 
+/* Timer(name, profiler=None, track_memory=True, track_vram=False, sync_cuda=False,
+ *       device_id=0), from vectorcall arguments. */
 static PyObject *
-Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+timer_from_args(PyTypeObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    static char *kwlist[] = {"name", "profiler", "track_memory", "track_vram", "sync_cuda",
-                             "device_id", NULL};
-    PyObject *name = NULL, *profiler = Py_None, *device_id = NULL;
-    int track_memory = 1, track_vram = 0, sync_cuda = 0, id = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OpppO:Timer", kwlist, &name, &profiler,
-                                     &track_memory, &track_vram, &sync_cuda, &device_id))
+    static const char *const names[] = {"name", "profiler", "track_memory", "track_vram",
+                                        "sync_cuda", "device_id"};
+    PyObject *v[6];
+    int id = 0;
+    if (parse_args("Timer()", names, 6, args, nargsf, kwnames, v) < 0)
         return NULL;
-    if (check_name(name, "Timer()") < 0)
+    if (check_name(v[0], "Timer()") < 0)
         return NULL;
-    if (device_id != NULL && device_id_arg(device_id, "Timer() device_id", &id) < 0)
+    int tm = opt_bool(v[2], 1), tv = opt_bool(v[3], 0), sc = opt_bool(v[4], 0);
+    if (tm < 0 || tv < 0 || sc < 0)
+        return NULL;
+    if (v[5] != NULL && device_id_arg(v[5], "Timer() device_id", &id) < 0)
         return NULL;
     shp_state *st = shp_state_from_type(type);
     if (st == NULL)
         return NULL;
-    if (profiler == Py_None)
+    PyObject *profiler = v[1];
+    if (profiler == NULL || profiler == Py_None)
         profiler = st->default_profiler;   /* the module-level `profiler`, if any */
     else if (!PyObject_TypeCheck(profiler, st->profiler_type)) {
         PyErr_Format(PyExc_TypeError,
@@ -924,13 +944,52 @@ Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     shp_Timer *t = (shp_Timer *)type->tp_alloc(type, 0);
     if (t == NULL)
         return NULL;
-    t->name = Py_NewRef(name);
+    t->name = Py_NewRef(v[0]);
     t->profiler = profiler != NULL ? Py_NewRef(profiler) : NULL;
-    t->track_memory = (char)track_memory;
-    t->track_vram = (char)track_vram;
-    t->sync_cuda = (char)sync_cuda;
+    t->track_memory = (char)tm;
+    t->track_vram = (char)tv;
+    t->sync_cuda = (char)sc;
     t->device_id = id;
     return (PyObject *)t;
+}
+
+/* Calls of Timer itself (module.c installs it as the type's tp_vectorcall):
+ * no argument tuple, no keyword dict. */
+PyObject *
+shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return timer_from_args((PyTypeObject *)type, args, nargsf, kwnames);
+}
+
+/* Subclasses (which do not inherit tp_vectorcall) come through here. */
+static PyObject *
+Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *res = NULL, *kwnames = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
+    PyObject **buf = PyMem_New(PyObject *, (size_t)(nargs + nkw + 1));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        buf[i] = PyTuple_GET_ITEM(args, i);
+    if (nkw > 0) {
+        kwnames = PyTuple_New(nkw);
+        if (kwnames == NULL)
+            goto done;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *val;
+        while (PyDict_Next(kwargs, &pos, &k, &val)) {
+            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(k));
+            buf[nargs + i] = val;
+            i++;
+        }
+    }
+    res = timer_from_args(type, buf, (size_t)nargs, kwnames);
+done:
+    Py_XDECREF(kwnames);
+    PyMem_Free(buf);
+    return res;
 }
 
 static int
@@ -1256,7 +1315,31 @@ PyType_Spec shp_timer_spec = {
     .slots = timer_slots,
 };
 
-/* ---- module hook ---------------------------------------------------------------- */
+/* ---- module hooks ---------------------------------------------------------------- */
+
+PyObject *
+shp_scope_clock_floor(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "_scope_clock_floor_ns() n must be >= 1");
+        return NULL;
+    }
+    int64_t sink = 0, t0 = shp_now_ns();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* what one scope reads: CPU and wall at enter, wall and CPU at exit */
+        sink += shp_process_cpu_ns();
+        sink += shp_now_ns();
+        sink -= shp_now_ns();
+        sink -= shp_process_cpu_ns();
+    }
+    int64_t t1 = shp_now_ns();
+    (void)sink;
+    return PyFloat_FromDouble((double)(t1 - t0) / (double)n);
+}
 
 PyObject *
 shp_set_default_profiler(PyObject *module, PyObject *p)
