@@ -342,6 +342,11 @@ typedef struct {
  */
 int shp_args_parse(const shp_argspec *spec, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **out);
+/* The same for an (args tuple, kwargs dict or NULL) pair, as tp_new and
+ * tp_init receive them; out[] items are borrowed from args / kwargs. */
+#define SHP_ARGS_MAX 16
+int shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs,
+                         PyObject **out);
 /* Index of keyword `key` in spec->names, or -1 (never fails). */
 int shp_args_find(const shp_argspec *spec, PyObject *key);
 /* 1 if shp_args_parse took keyword `key` (with nargs positionals), else 0
@@ -677,24 +682,93 @@ PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
 PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
 
-/* ---- scope.c: the scope profiler types ---------------------------------- */
+/* ---- the scope profiler: scopenode.c, scope.c, scopetimer.c ------------- */
 
-/* The three type specs (module.c creates them in this order: node, timer,
- * profiler -- a profiler's constructor needs the other two) and the hook the
- * Python package calls to name the module-level `profiler` that
- * Timer(profiler=None) records into. */
+/*
+ * The released module's Timer / HierarchicalProfiler / ProfileNode with enter
+ * and exit in C.  Calls go one way: scopetimer.c -> scope.c -> scopenode.c.
+ * The structs are here because scope.c makes Timers (fills the struct, calls
+ * no function of scopetimer.c) and scopetimer.c updates nodes and the ring.
+ */
+#define SHP_SCOPE_NO_ID UINT32_MAX
+
+/* One scope of the call tree (ProfileNode). */
+typedef struct shp_Node {
+    PyObject_HEAD
+    PyObject *name;          /* str */
+    PyObject *children;      /* dict: name -> ProfileNode */
+    PyObject *parent;        /* the node this one hangs under; NULL for a root */
+    long long calls;
+    int64_t wall_ns, cpu_ns; /* totals */
+    double peak_ram_mb, peak_vram_mb;
+    uint64_t gen;            /* generation of the profiler tree it belongs to */
+    uint32_t id;             /* index in the profiler's node registry, or NO_ID */
+    uint32_t depth;          /* 0 for a root */
+    shp_hist hist;           /* per-call wall times */
+    PyObject *weakreflist;
+} shp_Node;
+
+/* The profiler core (ProfilerCore, HierarchicalProfiler's base). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;   /* profiler("stage") without an argument tuple */
+    PyObject *root_name;         /* str */
+    PyObject *device;            /* str */
+    PyObject *root;              /* shp_Node */
+    PyObject *var;               /* ContextVar: the calling context's current node */
+    PyObject *nodes;             /* list: node registry of this generation, index = id */
+    PyTypeObject *node_type;
+    PyTypeObject *timer_type;
+    char track_ram, track_vram, sync_cuda;
+    int device_id;
+    uint64_t gen;
+    shp_ring ring;
+    PyObject *weakreflist;
+} shp_Profiler;
+
+/* One `with` scope (Timer). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;            /* str */
+    PyObject *profiler;        /* shp_Profiler, or NULL: records nowhere */
+    PyObject *node;            /* the node entered, NULL before the first enter */
+    PyObject *prev;            /* the context's current node before enter */
+    char track_memory, track_vram, sync_cuda;
+    char active, window_open, have_cuda;
+    int device_id;
+    int64_t t0_ns, c0_ns;
+    double elapsed_wall, elapsed_cpu, ram_delta_mb, vram_delta_mb;
+    size_t vram_used0;
+    shp_cuda_target cuda;
+    shp_hwm_window win;
+    PyObject *weakreflist;
+} shp_Timer;
+
+/* scopenode.c.  A new root node named `name` (a str; not checked): new
+ * reference, or NULL with MemoryError. */
 extern PyType_Spec shp_node_spec;
+shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
+
+/* scope.c. */
 extern PyType_Spec shp_profiler_spec;
+/* Enter `name` (a str) in the calling thread's / task's context: returns the
+ * new current node and puts the previous one in *prev (both new references),
+ * or NULL with an exception set (nothing changed then). */
+shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **prev);
+/* Make `node` the calling context's current node of p.  0 / -1. */
+int shp_scope_set_current(shp_Profiler *p, PyObject *node);
+/* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
+PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
+/* _scope_clock_floor_ns(n): mean ns of the four clock reads one scope makes
+ * (bench hook: the floor under any scope profiler measuring CPU time too). */
+PyObject *shp_scope_clock_floor(PyObject *module, PyObject *n);
+
+/* scopetimer.c. */
 extern PyType_Spec shp_timer_spec;
 /* Timer's constructor as a vectorcall; module.c sets it as the Timer type's
  * tp_vectorcall (not inherited: subclasses take tp_new).  New Timer or NULL. */
 PyObject *shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames);
-/* _scope_clock_floor_ns(n): mean ns of the four clock reads one scope makes
- * (bench hook: the floor under any scope profiler measuring CPU time too). */
-PyObject *shp_scope_clock_floor(PyObject *module, PyObject *n);
-/* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
-PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */

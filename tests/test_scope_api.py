@@ -52,7 +52,7 @@ def test_profile_node_fields_are_writable_in_their_units():
     assert (n.calls, n.total_wall_time, n.total_cpu_time) == (4, 2.0, 1.5)
     assert (n.peak_ram_delta_mb, n.peak_vram_delta_mb) == (12.5, 3.0)
     assert n.children["child"].name == "child"
-    with pytest.raises(TypeError, match=r"ProfileNode\(\) name must be str"):
+    with pytest.raises(TypeError, match=r"ProfileNode\(\): name must be str, not int"):
         ProfileNode(3)
 
 
@@ -124,7 +124,7 @@ def test_scope_and_call_return_timers_with_overrides():
     assert t3.track_memory is False
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         p.scope("s", bogus=1)
-    with pytest.raises(TypeError, match=r"scope\(\) name must be str"):
+    with pytest.raises(TypeError, match=r"scope\(\): name must be str, not int"):
         p(42)
 
 
@@ -208,11 +208,12 @@ def test_keyboard_interrupt_propagates_through_a_timer():
 
 
 def test_timer_bad_input_names_the_parameter():
-    with pytest.raises(TypeError, match=r"Timer\(\) name must be str"):
+    with pytest.raises(TypeError, match=r"Timer\(\): name must be str, not NoneType"):
         Timer(None)
-    with pytest.raises(TypeError, match=r"Timer\(\) profiler must be a HierarchicalProfiler"):
+    with pytest.raises(TypeError, match=r"Timer\(\): profiler must be a HierarchicalProfiler "
+                                        r"or None, not str"):
         Timer("x", profiler="nope")
-    with pytest.raises(ValueError, match=r"Timer\(\) device_id"):
+    with pytest.raises(ValueError, match=r"Timer\(\): device_id must be a CUDA device ordinal"):
         Timer("x", device_id=-1)
     t = Timer("x", profiler=HierarchicalProfiler())
     with pytest.raises(RuntimeError, match="exited without being entered"):
@@ -311,3 +312,32 @@ def test_subclass_of_profiler_keeps_working():
         assert p.extra() == 2
     assert p.root.children["a"].calls == 1
     assert functools.reduce(lambda acc, n: acc + n.calls, p.root.children.values(), 0) == 1
+
+
+def test_timer_keywords_and_a_subclass_of_timer():
+    p = HierarchicalProfiler("R")
+    t = Timer(name="kw", profiler=p, track_memory=False, track_vram=False, sync_cuda=False,
+              device_id=0)
+    with t:
+        pass
+    assert p.root.children["kw"].calls == 1
+
+    class Mine(Timer):     # no vectorcall constructor: comes through tp_new
+        pass
+
+    m = Mine("sub", p, False)
+    with m:
+        pass
+    assert isinstance(m, Timer) and m.track_memory is False
+    assert p.root.children["sub"].calls == 1
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        Mine("sub", nope=1)
+    with pytest.raises(TypeError, match="missing required argument 'name'"):
+        Timer(profiler=p)
+
+
+def test_cuda_ordinal_in_the_device_label_is_the_device_id():
+    assert HierarchicalProfiler("R", device="cuda:1").device_id == 1
+    assert HierarchicalProfiler("R", device="cuda:1", device_id=0).device_id == 0
+    with pytest.raises(ValueError, match=r"HierarchicalProfiler\(\): device_id"):
+        HierarchicalProfiler(device_id=99)

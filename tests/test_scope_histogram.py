@@ -61,7 +61,7 @@ def test_percentile_argument_is_checked():
     p = HierarchicalProfiler("R", track_ram=False)
     record(p, "s", [1])
     n = p.root.children["s"]
-    with pytest.raises(ValueError, match=r"percentile\(\) q must be in \[0, 100\]"):
+    with pytest.raises(ValueError, match=r"percentile\(\): q must be in \[0, 100\], got 101"):
         n.percentile(101)
     with pytest.raises(TypeError):
         n.percentile("50")

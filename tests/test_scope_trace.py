@@ -87,7 +87,7 @@ def test_capacity_zero_records_no_events_and_reset_clears():
         pass
     q.reset()
     assert x_events(q.export_chrome_trace()) == []
-    with pytest.raises(ValueError, match="trace_capacity must be >= 0"):
+    with pytest.raises(ValueError, match=r"HierarchicalProfiler\(\): trace_capacity must be >= 0, got -1"):
         HierarchicalProfiler(trace_capacity=-1)
 
 
