@@ -130,3 +130,27 @@ def test_interleaved_asyncio_tasks_get_lanes_that_nest():
     assert len(evs) == 12
     assert len({e["tid"] for e in evs}) >= 2      # overlapping tasks cannot share one lane
     assert_lanes_nest(evs)
+
+
+def test_a_sibling_task_inside_anothers_time_is_not_drawn_as_its_child():
+    """Task B's scope lies wholly within task A's in time, at the same depth: on one
+    track it would look like A's child, so it goes on a track of its own."""
+    p = HierarchicalProfiler("R", track_ram=False)
+
+    async def long():
+        with p("long"):
+            await asyncio.sleep(0.05)
+
+    async def short():
+        await asyncio.sleep(0.01)
+        with p("short"):
+            await asyncio.sleep(0.005)
+
+    async def main():
+        await asyncio.gather(long(), short())
+
+    asyncio.run(main())
+    evs = {e["name"]: e for e in x_events(p.export_chrome_trace())}
+    assert evs["short"]["ts"] > evs["long"]["ts"]
+    assert evs["short"]["ts"] + evs["short"]["dur"] < evs["long"]["ts"] + evs["long"]["dur"]
+    assert evs["short"]["tid"] != evs["long"]["tid"]

@@ -197,7 +197,7 @@ class HierarchicalProfiler(ProfilerCore):
         # per thread, assign each call a lane in which it nests: start order, and a
         # call goes to the first lane whose open calls all contain it
         out: list[dict[str, Any]] = []
-        lanes_of: dict[int, list[list[int]]] = {}
+        lanes_of: dict[int, list[list[tuple[int, int]]]] = {}
         lane_ids: dict[tuple[int, int], int] = {}
         order = sorted(range(len(events)), key=lambda i: (events[i][2], -events[i][3]))
         for i in order:
@@ -205,16 +205,17 @@ class HierarchicalProfiler(ProfilerCore):
             end = start + dur
             lanes = lanes_of.setdefault(thread, [])
             chosen = None
-            for k, open_ends in enumerate(lanes):
-                while open_ends and open_ends[-1] <= start:
-                    open_ends.pop()
-                if not open_ends or end <= open_ends[-1]:
+            for k, open_calls in enumerate(lanes):
+                while open_calls and open_calls[-1][0] <= start:
+                    open_calls.pop()
+                # nests in this lane: inside the innermost open call, and deeper than it
+                if not open_calls or (end <= open_calls[-1][0] and open_calls[-1][1] < depth):
                     chosen = k
                     break
             if chosen is None:
                 lanes.append([])
                 chosen = len(lanes) - 1
-            lanes[chosen].append(end)
+            lanes[chosen].append((end, depth))
             key = (thread, chosen)
             if key not in lane_ids:
                 lane_ids[key] = len(lane_ids) + 1
