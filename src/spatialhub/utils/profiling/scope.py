@@ -3,14 +3,12 @@
 
 Enter and exit are native (``_native.ProfilerCore`` and ``_native.Timer``); what is here
 is Python by nature: the decorator, the ``summary()`` log lines, the Markdown / HTML tree
-tables, ``to_dict`` / JSON and the Chrome trace export.
+tables, ``to_dict`` / JSON and the Chrome trace export.  html, inspect and json are imported
+by the functions that use them: importing the package stays as light as before.
 """
 from __future__ import annotations
 
 import functools
-import html
-import inspect
-import json
 import logging
 import os
 from typing import Any, Callable
@@ -134,6 +132,8 @@ class HierarchicalProfiler(ProfilerCore):
 
     def to_html(self) -> str:
         """The tree as an HTML table (what Jupyter shows)."""
+        import html
+
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self._COLUMNS)
         body = []
         for depth, node, share in self._rows():
@@ -174,6 +174,8 @@ class HierarchicalProfiler(ProfilerCore):
 
     def to_json(self, **kwargs: Any) -> str:
         """``json.dumps(self.to_dict(), **kwargs)``."""
+        import json
+
         return json.dumps(self.to_dict(), **kwargs)
 
     def export_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -183,6 +185,8 @@ class HierarchicalProfiler(ProfilerCore):
 
         Scopes of one thread nest; asyncio tasks that interleave on one thread are put on
         lanes of their own ("thread N / lane k") so that every lane nests properly."""
+        import json
+
         nodes, events, dropped = self._trace()
         paths: list[str] = []
         for node in nodes:
@@ -246,6 +250,8 @@ class HierarchicalProfiler(ProfilerCore):
 def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
     """`func` with every call inside a fresh Timer, keeping its metadata (functools.wraps).
     A coroutine function stays one: its scope spans the awaited body, not the creation."""
+    import inspect
+
     if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
