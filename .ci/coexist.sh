@@ -89,7 +89,8 @@ released_imports >/dev/null || fail "the released spatialhub.models / spatialhub
 # Code written for the released module runs on ours, with the released
 # project's package __init__ in place (logger, names, the scope profiler).
 "$vpy" - <<'EOF' || fail "released-style code does not run on ours"
-import logging
+import logging, warnings
+warnings.simplefilter("ignore")   # a no-op benchmark is overhead-dominated: it says so
 from spatialhub.utils.profiling import (
     BenchmarkStats, GPUMemoryInfo, HierarchicalProfiler, ProfileNode, Timer,
     benchmark_callable, format_benchmark_table, get_cuda_sync_fn, get_gpu_vram_mb,
@@ -105,8 +106,13 @@ s = benchmark_callable(lambda: None, num_warmup=1, num_iters=5)
 assert isinstance(s, BenchmarkStats)
 try:
     benchmark_callable(lambda: None, num_iters=0)
-except ValueError:
+except ValueError as e:
+    assert str(e) == "num_iters must be a positive integer, got 0", e
+else:
+    raise AssertionError("num_iters=0 was accepted")
+with Timer("module-default", track_memory=False):
     pass
+assert profiler.root.children["module-default"].calls == 1
 print("released-style code ran on", p.__file__)
 EOF
 
