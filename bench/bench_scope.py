@@ -1,4 +1,4 @@
-"""Figure 8 -- cost of an empty scope.
+"""Figure 9 -- cost of an empty scope.
 
     python bench/bench_scope.py [--quick]
 
@@ -189,18 +189,18 @@ def run(quick=False):
         ref_key = f"released 0.1.7 {way}" if rel is not None else f"released (model) {way}"
         ratio = ns[f"ours {way}"] / ns[ref_key]
         figs.append(Figure(
-            "8 scope",
+            "9 scope",
             f"empty scope via {way}: ours {ns[f'ours {way}']:.0f} ns vs "
             f"{ref_key.replace(' ' + way, '')} {ns[ref_key]:.0f} ns",
             f"{ratio:.2f}x", f"<= {TARGET}x", ratio <= TARGET))
         excess = (ns[f"ours {way}"] - clock_ns) / (ns[ref_key] - clock_ns)
         figs.append(Figure(
-            "8 scope",
+            "9 scope",
             f"same, beyond the {clock_ns:.0f} ns of clock reads both make: ours "
             f"{ns[f'ours {way}'] - clock_ns:.0f} ns vs {ns[ref_key] - clock_ns:.0f} ns",
             f"{excess:.2f}x", "-", None))
     if rel is None:
-        figs.append(Figure("8 scope", "released 0.1.7 itself", "not unpacked here", "-", None))
+        figs.append(Figure("9 scope", "released 0.1.7 itself", "not unpacked here", "-", None))
     return figs
 
 
