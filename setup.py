@@ -20,10 +20,10 @@ def knob(name):
 # rendering, Python types, the run, the module.
 SOURCES = [
     "clock.c", "memory.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "notes.c", "env.c",
-    "summary.c", "bootstrap.c", "markup.c",
+    "summary.c", "bootstrap.c", "markup.c", "scopedata.c",
     "fields.c",
     "table.c",
-    "stats.c", "gpumem.c", "compare.c", "cudasync.c",
+    "stats.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "bench.c",
     "module.c",
 ]

@@ -45,8 +45,9 @@ def child_env():
     imports (source tree or installed) and bench/ on PYTHONPATH, one BLAS
     thread, a fixed hash seed (callgrind counts stay reproducible)."""
     ensure_importable()
-    import spatialhub
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(spatialhub.__file__)))
+    import spatialhub.utils.profiling as pkg
+    # spatialhub is a namespace package (no __file__): up from spatialhub/utils/profiling/
+    pkg_parent = os.path.abspath(os.path.join(os.path.dirname(pkg.__file__), "..", "..", ".."))
     env = dict(os.environ)
     paths = [pkg_parent, HERE] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)

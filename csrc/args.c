@@ -217,3 +217,34 @@ shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs)
     int j = shp_args_find(spec, key);
     return j >= 0 && (j >= spec->npos || j >= nargs);
 }
+
+int
+shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs, PyObject **out)
+{
+    PyObject *stack[SHP_ARGS_MAX];
+    PyObject *kwnames = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
+    if (nargs + nkw > SHP_ARGS_MAX || nargs + nkw > spec->n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", spec->fname,
+                     spec->n, nargs + nkw);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        stack[i] = PyTuple_GET_ITEM(args, i);
+    if (nkw > 0) {
+        kwnames = PyTuple_New(nkw);
+        if (kwnames == NULL)
+            return -1;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(key));
+            stack[nargs + i] = value;   /* borrowed: the caller holds the dict */
+            i++;
+        }
+    }
+    int rc = shp_args_parse(spec, stack, nargs, kwnames, out);
+    Py_XDECREF(kwnames);
+    return rc;
+}

@@ -47,7 +47,10 @@ as_count(PyObject *v, const char *param, Py_ssize_t min, Py_ssize_t *out, int hu
         return -1;
     }
     if (overflow < 0 || (overflow == 0 && n < min)) {
-        PyErr_Format(PyExc_ValueError, FN ": %s must be >= %zd, got %S", param, min, idx);
+        if (min == 1)   /* the released module's words, which users' tests match on */
+            PyErr_Format(PyExc_ValueError, "%s must be a positive integer, got %S", param, idx);
+        else
+            PyErr_Format(PyExc_ValueError, FN ": %s must be >= %zd, got %S", param, min, idx);
         Py_DECREF(idx);
         return -1;
     }

@@ -203,24 +203,36 @@ shp_round_digits(double x, int ndigits, double *out)
     return 0;
 }
 
+/* Decimals to_dict() keeps: the released module's (ms and MiB 2, fps 1), or
+ * more when those would leave fewer than 2 significant digits, so that a
+ * 0.0008415 ms latency reads 0.00084 rather than 0.0. */
 static int
-round_of(shp_round r)
+round_of(shp_round r, double x)
 {
+    int nd;
     switch (r) {
-    case SHP_R_MS: return 4;
-    case SHP_R_FPS: return 2;
-    case SHP_R_MB: return 2;
-    case SHP_R_RATIO: return 4;
+    case SHP_R_MS: nd = 2; break;
+    case SHP_R_FPS: nd = 1; break;
+    case SHP_R_MB: nd = 2; break;
+    case SHP_R_RATIO: nd = 4; break;
     default: return -1;
     }
+    if (x != 0.0 && isfinite(x)) {
+        /* the first significant digit sits at decimal -floor(log10|x|) */
+        int need = 1 - (int)floor(log10(fabs(x)));
+        if (need > nd)
+            nd = need > 17 ? 17 : need;
+    }
+    return nd;
 }
 
 PyObject *
 shp_field_export(PyObject *self, const shp_field *f, int rounded)
 {
-    int nd = rounded ? round_of(f->round) : -1;
-    if (nd >= 0 && (f->kind == SHP_F_DOUBLE ||
-                    (f->kind == SHP_F_OPT_DOUBLE && !isnan(AS_DBL(self, f))))) {
+    int is_real = f->kind == SHP_F_DOUBLE ||
+                  (f->kind == SHP_F_OPT_DOUBLE && !isnan(AS_DBL(self, f)));
+    int nd = rounded && is_real ? round_of(f->round, AS_DBL(self, f)) : -1;
+    if (nd >= 0) {
         double r;
         if (shp_round_digits(AS_DBL(self, f), nd, &r) < 0)
             return NULL;

@@ -163,6 +163,11 @@ static PyMethodDef shp_methods[] = {
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
     {"_overhead_ms", shp_overhead_ms, METH_NOARGS, "The cached CPU overhead (ms) or None."},
+    {"_scope_clock_floor_ns", shp_scope_clock_floor, METH_O,
+     "Bench hook: mean ns of a scope's four clock reads (process CPU and wall, twice)."},
+    {"_set_default_profiler", shp_set_default_profiler, METH_O,
+     "Name the profiler Timer(profiler=None) records into (the package's module-level\n"
+     "`profiler`), or None for none."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -218,8 +223,13 @@ shp_exec(PyObject *m)
     if (add_type(m, &shp_stats_spec, NULL, &st->stats_type) < 0 ||
         add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
         add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||
-        add_type(m, &shp_cuda_sync_spec, NULL, &st->cuda_sync_type) < 0)
+        add_type(m, &shp_cuda_sync_spec, NULL, &st->cuda_sync_type) < 0 ||
+        add_type(m, &shp_node_spec, NULL, &st->node_type) < 0 ||
+        add_type(m, &shp_timer_spec, NULL, &st->timer_type) < 0 ||
+        add_type(m, &shp_profiler_spec, NULL, &st->profiler_type) < 0)
         return -1;
+    /* Timer("stage", profiler=p) without building an argument tuple and dict */
+    st->timer_type->tp_vectorcall = shp_timer_vectorcall;
     st->warning = PyErr_NewExceptionWithDoc(
         "spatialhub.utils.profiling.BenchmarkWarning",
         "A benchmark figure that should not be trusted as it stands (overhead-dominated, "
@@ -257,6 +267,10 @@ shp_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->interrupted);
     Py_VISIT(st->noop);
     Py_VISIT(st->env_static);
+    Py_VISIT(st->node_type);
+    Py_VISIT(st->profiler_type);
+    Py_VISIT(st->timer_type);
+    Py_VISIT(st->default_profiler);
     return 0;
 }
 
@@ -274,6 +288,10 @@ shp_clear(PyObject *m)
     Py_CLEAR(st->interrupted);
     Py_CLEAR(st->noop);
     Py_CLEAR(st->env_static);
+    Py_CLEAR(st->node_type);
+    Py_CLEAR(st->profiler_type);
+    Py_CLEAR(st->timer_type);
+    Py_CLEAR(st->default_profiler);
     return 0;
 }
 

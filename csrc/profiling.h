@@ -21,6 +21,7 @@
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
+ *     scopedata.c a scope's bounded data: latency histogram, trace-event ring
  *  2. fields.c    table-driven attributes shared by the result types
  *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
  *                 the result structs below, calls none of their functions)
@@ -29,6 +30,9 @@
  *     gpumem.c    GPUMemoryInfo
  *     compare.c   the Comparison type and compare_benchmarks
  *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
+ *     scopenode.c the ProfileNode type (one scope of the call tree)
+ *     scope.c     ProfilerCore: the scope tree, per-thread / per-task nesting
+ *     scopetimer.c the Timer type: a scope's enter and exit
  *  5. the run
  *     sync.c      what synchronises each iteration; calling a Python sync
  *     progress.c  the progress line on stderr
@@ -96,6 +100,9 @@ int64_t shp_now_ns(void);
 int64_t shp_clock_resolution_ns(void);
 /* A short human name of the clock, for the environment record. */
 const char *shp_clock_name(void);
+/* CPU time of the whole process (all threads, user + system) in integer ns:
+ * the clock of time.process_time.  0 if the OS refuses (never raises). */
+int64_t shp_process_cpu_ns(void);
 
 /* ---- memory.c ----------------------------------------------------------- */
 
@@ -212,6 +219,10 @@ typedef struct {
     PyObject *interrupted;          /* BenchmarkInterrupted (KeyboardInterrupt) */
     PyObject *noop;                 /* native no-op used to measure overhead */
     PyObject *env_static;           /* cached part of the environment dict */
+    PyTypeObject *node_type;        /* ProfileNode */
+    PyTypeObject *profiler_type;    /* ProfilerCore (HierarchicalProfiler's base) */
+    PyTypeObject *timer_type;       /* Timer */
+    PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
     shp_cuda cuda;
 } shp_state;
@@ -338,6 +349,11 @@ typedef struct {
  */
 int shp_args_parse(const shp_argspec *spec, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **out);
+/* The same for an (args tuple, kwargs dict or NULL) pair, as tp_new and
+ * tp_init receive them; out[] items are borrowed from args / kwargs. */
+#define SHP_ARGS_MAX 16
+int shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs,
+                         PyObject **out);
 /* Index of keyword `key` in spec->names, or -1 (never fails). */
 int shp_args_find(const shp_argspec *spec, PyObject *key);
 /* 1 if shp_args_parse took keyword `key` (with nargs positionals), else 0
@@ -473,6 +489,55 @@ PyObject *shp_md_code_span(PyObject *s);
 PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
+
+/* ---- scopedata.c: a scope's bounded data (pure leaf, never fails) ------- */
+
+/*
+ * Latency histogram with log-spaced buckets: any percentile it reports is
+ * within 1 % of NumPy's method="linear" percentile of the same durations;
+ * min, max and count are exact.  Memory grows with the span of durations
+ * seen (log-scale), never with their number.  Hold the GIL (PyMem).
+ */
+typedef struct {
+    uint64_t *counts;     /* buckets lo .. lo + len - 1, PyMem; NULL when empty */
+    int32_t lo, len;
+    uint64_t zeros;       /* durations of 0 ns */
+    uint64_t n;           /* every recorded duration, dropped ones included */
+    uint64_t dropped;     /* not bucketed: out of memory */
+    int64_t min_ns, max_ns;
+} shp_hist;
+
+void shp_hist_init(shp_hist *h);
+void shp_hist_free(shp_hist *h);
+/* Count one duration (negative counts as 0).  Never fails. */
+void shp_hist_record(shp_hist *h, int64_t ns);
+/* Percentile q in [0, 1] in ns (NumPy "linear" within 1 %); NaN when empty. */
+double shp_hist_quantile(const shp_hist *h, double q);
+
+/* One finished scope call, for the Chrome trace export. */
+typedef struct {
+    int64_t start_ns;     /* shp_now_ns() at enter */
+    int64_t dur_ns;
+    uint64_t thread;      /* PyThread_get_thread_ident() */
+    uint32_t node_id;     /* index in the profiler's node registry */
+    uint32_t depth;       /* 1 for a child of the root */
+} shp_event;
+
+/* A ring of the last `capacity` events; the oldest make room (counted in
+ * `dropped`).  The buffer is allocated at the first push. */
+typedef struct {
+    shp_event *ev;
+    Py_ssize_t capacity, head, count;
+    uint64_t dropped;
+} shp_ring;
+
+void shp_ring_init(shp_ring *r, Py_ssize_t capacity);
+/* Forget every event and free the buffer (capacity kept). */
+void shp_ring_clear(shp_ring *r);
+/* Append a copy of *e.  Never fails (out of memory: counted as dropped). */
+void shp_ring_push(shp_ring *r, const shp_event *e);
+/* The i-th oldest event, 0 <= i < r->count; borrowed pointer into the ring. */
+const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
 
 /* ======================================================================== */
 /* 2. fields.c: table-driven attributes                                     */
@@ -625,6 +690,94 @@ extern PyType_Spec shp_cuda_sync_spec;
 PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
 PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- the scope profiler: scopenode.c, scope.c, scopetimer.c ------------- */
+
+/*
+ * The released module's Timer / HierarchicalProfiler / ProfileNode with enter
+ * and exit in C.  Calls go one way: scopetimer.c -> scope.c -> scopenode.c.
+ * The structs are here because scope.c makes Timers (fills the struct, calls
+ * no function of scopetimer.c) and scopetimer.c updates nodes and the ring.
+ */
+#define SHP_SCOPE_NO_ID UINT32_MAX
+
+/* One scope of the call tree (ProfileNode). */
+typedef struct shp_Node {
+    PyObject_HEAD
+    PyObject *name;          /* str */
+    PyObject *children;      /* dict: name -> ProfileNode */
+    PyObject *parent;        /* the node this one hangs under; NULL for a root */
+    long long calls;
+    int64_t wall_ns, cpu_ns; /* totals */
+    double peak_ram_mb, peak_vram_mb;
+    uint64_t gen;            /* generation of the profiler tree it belongs to */
+    uint32_t id;             /* index in the profiler's node registry, or NO_ID */
+    uint32_t depth;          /* 0 for a root */
+    shp_hist hist;           /* per-call wall times */
+    PyObject *weakreflist;
+} shp_Node;
+
+/* The profiler core (ProfilerCore, HierarchicalProfiler's base). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;   /* profiler("stage") without an argument tuple */
+    PyObject *root_name;         /* str */
+    PyObject *device;            /* str */
+    PyObject *root;              /* shp_Node */
+    PyObject *var;               /* ContextVar: the calling context's current node */
+    PyObject *nodes;             /* list: node registry of this generation, index = id */
+    PyTypeObject *node_type;
+    PyTypeObject *timer_type;
+    char track_ram, track_vram, sync_cuda;
+    int device_id;
+    uint64_t gen;
+    shp_ring ring;
+    PyObject *weakreflist;
+} shp_Profiler;
+
+/* One `with` scope (Timer). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;            /* str */
+    PyObject *profiler;        /* shp_Profiler, or NULL: records nowhere */
+    PyObject *node;            /* the node entered, NULL before the first enter */
+    PyObject *prev;            /* the context's current node before enter */
+    char track_memory, track_vram, sync_cuda;
+    char active, window_open, have_cuda;
+    int device_id;
+    int64_t t0_ns, c0_ns;
+    double elapsed_wall, elapsed_cpu, ram_delta_mb, vram_delta_mb;
+    size_t vram_used0;
+    shp_cuda_target cuda;
+    shp_hwm_window win;
+    PyObject *weakreflist;
+} shp_Timer;
+
+/* scopenode.c.  A new root node named `name` (a str; not checked): new
+ * reference, or NULL with MemoryError. */
+extern PyType_Spec shp_node_spec;
+shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
+
+/* scope.c. */
+extern PyType_Spec shp_profiler_spec;
+/* Enter `name` (a str) in the calling thread's / task's context: returns the
+ * new current node and puts the previous one in *prev (both new references),
+ * or NULL with an exception set (nothing changed then). */
+shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **prev);
+/* Make `node` the calling context's current node of p.  0 / -1. */
+int shp_scope_set_current(shp_Profiler *p, PyObject *node);
+/* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
+PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
+/* _scope_clock_floor_ns(n): mean ns of the four clock reads one scope makes
+ * (bench hook: the floor under any scope profiler measuring CPU time too). */
+PyObject *shp_scope_clock_floor(PyObject *module, PyObject *n);
+
+/* scopetimer.c. */
+extern PyType_Spec shp_timer_spec;
+/* Timer's constructor as a vectorcall; module.c sets it as the Timer type's
+ * tp_vectorcall (not inherited: subclasses take tp_new).  New Timer or NULL. */
+PyObject *shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */

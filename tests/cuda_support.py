@@ -23,9 +23,10 @@ _FAKE_SRC = _HERE / "fake_cuda" / "fake_cuda.c"
 # The children import the same spatialhub the tests import: the installed
 # package in CI, a build in src/ during development, the sanitized tree under
 # .ci/sanitize.sh.
-import spatialhub as _pkg  # noqa: E402
+import spatialhub.utils.profiling as _pkg  # noqa: E402
 
-_PKG_ROOT = Path(_pkg.__file__).resolve().parent.parent
+# spatialhub is a namespace package (no __file__): up from .../spatialhub/utils/profiling/
+_PKG_ROOT = Path(_pkg.__file__).resolve().parents[3]
 
 # Put in front of every snippet: ctypes access to the same copy of the fake
 # the module loads (dlopen of one path yields one library), without loading

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import spatialhub
+import spatialhub.utils.profiling
 
 __all__ = [
     "Hostile", "IndexRaises", "FloatRaises", "BoolRaises", "LenRaises", "Indexable",
@@ -131,7 +131,8 @@ VALGRIND_PREFIX = [VALGRIND or "valgrind", "--tool=memcheck", "--error-limit=no"
 
 # The sys.path entry the package under test was imported from (src/, a
 # sanitized copy, or site-packages): children import the same copy.
-PKG_ROOT = str(Path(spatialhub.__file__).resolve().parent.parent)
+# (spatialhub is a namespace package: no __file__; go up from the profiling package.)
+PKG_ROOT = str(Path(spatialhub.utils.profiling.__file__).resolve().parents[3])
 
 
 @contextlib.contextmanager

@@ -102,7 +102,9 @@ def test_kwargs_dict_is_not_shared_between_calls():
     ({"func": 3}, TypeError, "func must be callable"),
     ({"name": 3}, TypeError, "name must be str"),
     ({"device": None}, TypeError, "device must be str"),
-    ({"num_iters": 0}, ValueError, "num_iters must be >= 1, got 0"),
+    # the released module's message, verbatim: users' tests match on it
+    ({"num_iters": 0}, ValueError, "^num_iters must be a positive integer, got 0$"),
+    ({"num_iters": -3}, ValueError, "^num_iters must be a positive integer, got -3$"),
     ({"num_iters": -5}, ValueError, "got -5"),
     ({"num_warmup": -1}, ValueError, "num_warmup must be >= 0, got -1"),
     ({"num_iters": 2.5}, TypeError, "num_iters must be an int"),

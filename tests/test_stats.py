@@ -3,6 +3,7 @@ import copy
 import dataclasses
 import gc
 import json
+import math
 import pickle
 import sys
 import weakref
@@ -112,28 +113,48 @@ def test_to_dict_keeps_seed_keys_first_and_rounds(make_stats):
                    ram_delta_mb=12.3456, vram_delta_mb=0.005, p99_ms=9.87654321)
     d = s.to_dict()
     assert list(d)[:13] == SEED_FIELDS
-    assert d["mean_ms"] == 1.2346            # 4 decimals (the predecessor kept 2)
-    assert d["median_ms"] == 0.0001          # a 0.12 µs figure still reads non-zero
-    assert d["fps"] == 810.12 and d["ram_delta_mb"] == 12.35 and d["vram_delta_mb"] == 0.01
-    assert d["p99_ms"] == 9.8765 and d["p90_ms"] is None
+    assert d["mean_ms"] == 1.23              # ms to 2 decimals, as the released module
+    assert d["median_ms"] == 0.00012         # ... but never fewer than 2 significant digits
+    assert d["fps"] == 810.1                 # fps to 1 decimal
+    assert d["ram_delta_mb"] == 12.35 and d["vram_delta_mb"] == 0.005   # MiB to 2 decimals
+    assert d["p99_ms"] == 9.88 and d["p90_ms"] is None
     assert "samples_ms" not in d
     assert make_stats(samples_ms=[1.5, 2.5]).to_dict(samples=True)["samples_ms"] == [1.5, 2.5]
 
 
+def released_round(x, decimals):
+    """The released rounding, widened to keep 2 significant digits."""
+    if x == 0 or not math.isfinite(x):
+        return round(x, decimals)
+    return round(x, max(decimals, 1 - math.floor(math.log10(abs(x)))))
+
+
+@pytest.mark.parametrize("v, want", [
+    (0.0008415, 0.00084),      # the issue's example: not 0.0
+    (0.004, 0.004), (0.0049, 0.0049), (0.05, 0.05), (0.123, 0.12), (2.675, 2.67),
+    (1234.5678, 1234.57), (0.0, 0.0), (-0.00015, -0.00015), (0.099999, 0.1),
+])
+def test_ms_rounding_keeps_two_significant_digits(make_stats, v, want):
+    assert make_stats(mean_ms=v).to_dict()["mean_ms"] == want
+
+
 def test_rounding_matches_python_round(make_stats):
-    for v in (0.00005, 0.00015, 2.675, 1.00005, 123.45675, -0.00015):
-        assert make_stats(mean_ms=v).to_dict()["mean_ms"] == round(v, 4)
+    for v in (0.00005, 0.00015, 2.675, 1.00005, 123.45675, -0.00015, 0.0123456, 7e-9):
+        d = make_stats(mean_ms=v, fps=v * 1000, ram_delta_mb=v).to_dict()
+        assert d["mean_ms"] == released_round(v, 2)
+        assert d["fps"] == released_round(v * 1000, 1)
+        assert d["ram_delta_mb"] == released_round(v, 2)
 
 
 def test_json_and_from_dict_round_trip(make_stats):
     s = make_stats(p50_ms=1.25, env={"python": "3.11"}, params={"batch_size": 4},
-                   samples_ms=[1.0, 1.5, 2.0], target_met=True, fps=666.67)
+                   samples_ms=[1.0, 1.5, 2.0], target_met=True, fps=666.5)
     text = s.to_json(samples=True)
     back = BenchmarkStats.from_dict(json.loads(text))
     assert back == s  # every value here survives rounding unchanged
     assert back.to_dict(samples=True) == s.to_dict(samples=True)
     odd = make_stats(fps=666.6666667)
-    assert BenchmarkStats.from_dict(odd.to_dict()).fps == 666.67  # JSON is the rounded view
+    assert BenchmarkStats.from_dict(odd.to_dict()).fps == 666.7  # JSON is the rounded view
     assert back.samples_ms.tolist() == [1.0, 1.5, 2.0]
     assert json.loads(s.to_json())["env"] == {"python": "3.11"}
     with pytest.raises(TypeError):

@@ -1,7 +1,7 @@
 """A focused workload over the native core, for valgrind and full-stack LSan.
 
-Exercises the stats type, the summary, the tables, the comparison and the
-benchmark loop with a native callable -- success and error paths -- a few
+Exercises the stats type, the summary, the tables, the comparison, the
+benchmark loop with a native callable and the scope profiler -- success and error paths -- a few
 rounds, so that a per-call leak shows as many blocks with one stack.  Pure
 Python on top of the extension; no pytest (startup under valgrind is slow).
 
@@ -235,6 +235,50 @@ def round2():
             os.waitpid(pid, 0)
         prof.benchmark_callable(forking, num_warmup=0, num_iters=1)
     prof.benchmark_callable(n, num_warmup=0, num_iters=1, target_rel_ci=0.5, max_time_s=1)
+def scopes():
+    p = prof.HierarchicalProfiler("R", trace_capacity=8)
+    for i in range(20):
+        with p("a"):
+            with p(f"b{i % 3}", track_ram=False):
+                pass
+    t = prof.Timer("t", profiler=p, track_memory=True)
+    with t:
+        np.ones(1000).sum()
+    swallow(lambda: p("raise").__exit__(None, None, None))
+    try:
+        with p("err"):
+            raise ValueError("x")
+    except ValueError:
+        pass
+    node = p.root.children["a"]
+    (node.p50_ms, node.p99_ms, node.min_ms, node.max_ms, node.mean_ms, node.percentile(90))
+    node.total_wall_time = 1.5
+    swallow(setattr, node, "total_wall_time", "x")
+    swallow(node.percentile, 200)
+    p.push("manual")
+    p.stack
+    p.pop()
+    p.pop()
+    p.to_dict()
+    p.to_markdown()
+    p.to_html()
+    p.export_chrome_trace()
+    abandoned = p("abandoned")
+    abandoned.__enter__()
+    del abandoned                 # entered, never exited: the window must be released
+    p.reset()
+    swallow(prof.Timer, 3)
+    swallow(prof.Timer, "x", profiler=3)
+    swallow(prof.HierarchicalProfiler, trace_capacity=-1)
+    swallow(p.scope, "x", bogus=1)
+    swallow(prof.Timer("x", sync_cuda=True).__enter__)
+    prof.ProfileNode("free")
+
+    class Sub(prof.Timer):
+        pass
+
+    with Sub("sub", p, False):
+        pass
 
 
 def main():
@@ -246,6 +290,7 @@ def main():
         tables()
         bench_loop()
         round2()
+        scopes()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))
 

@@ -72,3 +72,9 @@ from .plot import plot_latency, plot_sweep  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
             "plot_sweep"]
+
+# The released module's scope profiler (enter/exit native, see scope.py); `profiler` is
+# the module-level instance Timer and timeit record into when given none.
+from .scope import HierarchicalProfiler, ProfileNode, Timer, profiler, timeit  # noqa: E402
+
+__all__ += ["HierarchicalProfiler", "ProfileNode", "Timer", "profiler", "timeit"]

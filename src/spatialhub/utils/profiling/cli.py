@@ -267,7 +267,7 @@ def _run_onnx(a):
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
-        raise CliError("--onnx needs onnxruntime: pip install 'spatialhub[onnx]'") from None
+        raise CliError("--onnx needs onnxruntime: pip install 'spatialhub-profiling[onnx]'") from None
     providers = [p for p in (a.providers or "CPU").split(",") if p.strip()]
     result = benchmark_onnx(a.onnx, providers=providers, name=a.name,
                             input_dims=dict(a.input_dim or []),

@@ -29,7 +29,7 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise ImportError(
-            "plotting needs matplotlib: pip install 'spatialhub[plot]'"
+            "plotting needs matplotlib: pip install 'spatialhub-profiling[plot]'"
         ) from None
     if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
         headless = sys.platform.startswith("linux") and not (

@@ -1,0 +1,266 @@
+/*
+ * scopenode.c -- ProfileNode: one scope of the call tree.
+ *
+ * The released module's fields (name, calls, total_wall_time and
+ * total_cpu_time in seconds, peak_ram_delta_mb, peak_vram_delta_mb, children)
+ * plus the latency distribution of the scope's calls: a log-bucket histogram
+ * (scopedata.c) behind p50_ms / p95_ms / p99_ms / percentile(q), with exact
+ * min_ms, max_ms and mean_ms.  Totals are integer ns inside; the seconds
+ * attributes convert at the edge and stay writable, as the released
+ * attributes were.  Nodes are made by scope.c as scopes are first entered;
+ * ProfileNode(name) makes a free-standing one.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <structmember.h>
+
+shp_Node *
+shp_node_new(PyTypeObject *type, PyObject *name)
+{
+    shp_Node *n = (shp_Node *)type->tp_alloc(type, 0);
+    if (n == NULL)
+        return NULL;
+    n->id = SHP_SCOPE_NO_ID;
+    shp_hist_init(&n->hist);
+    n->name = Py_NewRef(name);
+    n->children = PyDict_New();
+    if (n->children == NULL) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    return n;
+}
+
+static PyObject *
+Node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static const char *const names[] = {"name"};
+    static const shp_argspec spec = {"ProfileNode", names, 1, 1, 1, 0};
+    PyObject *v[1], *name = NULL;
+    if (shp_args_parse_tuple(&spec, args, kwargs, v) < 0 ||
+        shp_arg_str(v[0], "ProfileNode()", "name", 0, &name) < 0)
+        return NULL;
+    return (PyObject *)shp_node_new(type, name);
+}
+
+static int
+Node_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    shp_Node *self = (shp_Node *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->name);
+    Py_VISIT(self->children);
+    Py_VISIT(self->parent);
+    return 0;
+}
+
+static int
+Node_clear(PyObject *op)
+{
+    shp_Node *self = (shp_Node *)op;
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->children);
+    Py_CLEAR(self->parent);
+    return 0;
+}
+
+static void
+Node_dealloc(PyObject *op)
+{
+    shp_Node *self = (shp_Node *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs(op);
+    (void)Node_clear(op);
+    shp_hist_free(&self->hist);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+Node_repr(PyObject *op)
+{
+    shp_Node *self = (shp_Node *)op;
+    return PyUnicode_FromFormat("ProfileNode(name=%R, calls=%lld, children=%zd)", self->name,
+                                self->calls, PyDict_GET_SIZE(self->children));
+}
+
+static PyObject *
+seconds(int64_t ns)
+{
+    return PyFloat_FromDouble((double)ns / 1e9);
+}
+
+/* Seconds (a real number) into integer ns; `param` names the attribute. */
+static int
+set_seconds(PyObject *value, int64_t *out, const char *param)
+{
+    double s = 0.0;
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete ProfileNode.%s", param);
+        return -1;
+    }
+    if (shp_arg_real(value, "ProfileNode", param, &s) < 0)
+        return -1;
+    if (!isfinite(s) || fabs(s) > 9.0e9)
+        return shp_arg_value_error("ProfileNode", param, "a finite number of seconds", value);
+    *out = (int64_t)llround(s * 1e9);
+    return 0;
+}
+
+static PyObject *
+Node_get_wall(PyObject *op, void *c)
+{
+    (void)c;
+    return seconds(((shp_Node *)op)->wall_ns);
+}
+
+static int
+Node_set_wall(PyObject *op, PyObject *v, void *c)
+{
+    (void)c;
+    return set_seconds(v, &((shp_Node *)op)->wall_ns, "total_wall_time");
+}
+
+static PyObject *
+Node_get_cpu(PyObject *op, void *c)
+{
+    (void)c;
+    return seconds(((shp_Node *)op)->cpu_ns);
+}
+
+static int
+Node_set_cpu(PyObject *op, PyObject *v, void *c)
+{
+    (void)c;
+    return set_seconds(v, &((shp_Node *)op)->cpu_ns, "total_cpu_time");
+}
+
+/* Percentiles of the per-call wall times, ms; None before the first call.
+ * The closure is the quantile times 1000 (500 = p50). */
+static PyObject *
+Node_get_pct(PyObject *op, void *closure)
+{
+    shp_Node *self = (shp_Node *)op;
+    double q = (double)(intptr_t)closure / 1000.0;
+    double ns = shp_hist_quantile(&self->hist, q);
+    if (isnan(ns))
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(ns / 1e6);
+}
+
+static PyObject *
+Node_get_mean(PyObject *op, void *c)
+{
+    (void)c;
+    shp_Node *self = (shp_Node *)op;
+    if (self->calls <= 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)self->wall_ns / (double)self->calls / 1e6);
+}
+
+static PyObject *
+Node_get_parent(PyObject *op, void *c)
+{
+    (void)c;
+    shp_Node *self = (shp_Node *)op;
+    return Py_NewRef(self->parent != NULL ? self->parent : Py_None);
+}
+
+static PyObject *
+Node_get_depth(PyObject *op, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLong(((shp_Node *)op)->depth);
+}
+
+static PyObject *
+Node_get_histogram_calls(PyObject *op, void *c)
+{
+    (void)c;
+    shp_Node *self = (shp_Node *)op;
+    return PyLong_FromUnsignedLongLong(self->hist.n - self->hist.dropped);
+}
+
+static PyObject *
+Node_percentile(PyObject *op, PyObject *arg)
+{
+    shp_Node *self = (shp_Node *)op;
+    double q = 0.0;
+    if (shp_arg_real(arg, "ProfileNode.percentile()", "q", &q) < 0)
+        return NULL;
+    if (!(q >= 0.0 && q <= 100.0))
+        return shp_arg_value_error("ProfileNode.percentile()", "q", "in [0, 100]", arg), NULL;
+    double ns = shp_hist_quantile(&self->hist, q / 100.0);
+    if (isnan(ns))
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(ns / 1e6);
+}
+
+#define PCT(name, q, doc) {name, Node_get_pct, NULL, doc, (void *)(intptr_t)(q)}
+
+static PyGetSetDef node_getset[] = {
+    {"total_wall_time", Node_get_wall, Node_set_wall,
+     "Cumulative wall-clock time of all calls, seconds.", NULL},
+    {"total_cpu_time", Node_get_cpu, Node_set_cpu,
+     "Cumulative process CPU time (all threads) of all calls, seconds.", NULL},
+    PCT("p50_ms", 500, "Median wall time per call, ms (histogram, within 1 %); None before a call."),
+    PCT("p95_ms", 950, "95th percentile of the wall time per call, ms (within 1 %)."),
+    PCT("p99_ms", 990, "99th percentile of the wall time per call, ms (within 1 %)."),
+    PCT("min_ms", 0, "Shortest call, ms (exact)."),
+    PCT("max_ms", 1000, "Longest call, ms (exact)."),
+    {"mean_ms", Node_get_mean, NULL, "Mean wall time per call, ms (exact); None before a call.",
+     NULL},
+    {"parent", Node_get_parent, NULL, "The node this one hangs under; None for a root.", NULL},
+    {"depth", Node_get_depth, NULL, "0 for a root, 1 for its children, ...", NULL},
+    {"histogram_calls", Node_get_histogram_calls, NULL,
+     "Calls the percentiles are computed from (calls minus any dropped for lack of memory).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef node_members[] = {
+    {"name", T_OBJECT_EX, offsetof(shp_Node, name), READONLY, "Scope name."},
+    {"calls", T_LONGLONG, offsetof(shp_Node, calls), 0, "Times the scope was exited."},
+    {"peak_ram_delta_mb", T_DOUBLE, offsetof(shp_Node, peak_ram_mb), 0,
+     "Highest peak-RSS-minus-start of one call, MiB (high-water mark)."},
+    {"peak_vram_delta_mb", T_DOUBLE, offsetof(shp_Node, peak_vram_mb), 0,
+     "Highest end-minus-start device used memory of one call, MiB."},
+    {"children", T_OBJECT_EX, offsetof(shp_Node, children), READONLY,
+     "dict: child scope name -> ProfileNode, in first-entered order."},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Node, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef node_methods[] = {
+    {"percentile", Node_percentile, METH_O,
+     "percentile(q) -> float or None\n\nThe q-th percentile (0..100) of the wall time per call "
+     "in ms, NumPy's method='linear' within 1 %."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot node_slots[] = {
+    {Py_tp_new, Node_new},
+    {Py_tp_dealloc, Node_dealloc},
+    {Py_tp_traverse, Node_traverse},
+    {Py_tp_clear, Node_clear},
+    {Py_tp_repr, Node_repr},
+    {Py_tp_getset, node_getset},
+    {Py_tp_members, node_members},
+    {Py_tp_methods, node_methods},
+    {Py_tp_doc,
+     "ProfileNode(name)\n\nOne scope of the call tree: calls, total_wall_time and total_cpu_time "
+     "(seconds),\npeak_ram_delta_mb, peak_vram_delta_mb, children (dict), and a latency\n"
+     "histogram: p50_ms, p95_ms, p99_ms, min_ms, max_ms, mean_ms."},
+    {0, NULL},
+};
+
+PyType_Spec shp_node_spec = {
+    .name = "spatialhub.utils.profiling.ProfileNode",
+    .basicsize = sizeof(shp_Node),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = node_slots,
+};
+

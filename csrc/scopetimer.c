@@ -1,0 +1,422 @@
+/*
+ * scopetimer.c -- Timer: one `with` scope, entered and left in C.
+ *
+ * Enter: the CUDA sync (when asked; native, checked, GIL released), the
+ * device-memory baseline, the node (scope.c: per thread / task), a peak-RSS
+ * window (memory.c: the high-water-mark windows benchmark_callable uses, so
+ * nested scopes and a benchmark inside a scope each get their exact peak),
+ * then the CPU and wall clocks, last.  Exit: the closing sync, the clocks
+ * first, then the window, device memory, the node's totals and histogram, one
+ * trace event, and the context's previous node back.  The scope is left
+ * whatever the block did; the block's exception goes on unchanged.
+ */
+#include "profiling.h"
+
+#include <structmember.h>
+
+#include "pythread.h"
+
+/* Timer(name, profiler=None, track_memory=True, track_vram=False, sync_cuda=False,
+ *       device_id=0), from vectorcall arguments. */
+static PyObject *
+timer_from_args(PyTypeObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"name", "profiler", "track_memory", "track_vram",
+                                        "sync_cuda", "device_id"};
+    static const shp_argspec spec = {"Timer", names, 6, 6, 1, 0};
+    PyObject *v[6], *name = NULL;
+    int tm = 1, tv = 0, sc = 0;
+    Py_ssize_t id = 0;
+    if (shp_args_parse(&spec, args, PyVectorcall_NARGS(nargsf), kwnames, v) < 0 ||
+        shp_arg_str(v[0], "Timer()", "name", 0, &name) < 0 ||
+        (v[2] && shp_arg_flag(v[2], &tm) < 0) || (v[3] && shp_arg_flag(v[3], &tv) < 0) ||
+        (v[4] && shp_arg_flag(v[4], &sc) < 0) ||
+        (v[5] && shp_arg_ssize(v[5], "Timer()", "device_id", &id) < 0))
+        return NULL;
+    if (id < 0 || id >= SHP_MAX_CUDA_DEVICES)
+        return shp_arg_value_error("Timer()", "device_id", "a CUDA device ordinal (0..63)",
+                                   v[5]), NULL;
+    shp_state *st = shp_state_from_type(type);
+    if (st == NULL)
+        return NULL;
+    PyObject *profiler = v[1];
+    if (profiler == NULL || profiler == Py_None)
+        profiler = st->default_profiler;   /* the module-level `profiler`, if any */
+    else if (!PyObject_TypeCheck(profiler, st->profiler_type))
+        return shp_arg_type_error("Timer()", "profiler", "a HierarchicalProfiler or None",
+                                  profiler), NULL;
+    shp_Timer *t = (shp_Timer *)type->tp_alloc(type, 0);
+    if (t == NULL)
+        return NULL;
+    t->name = Py_NewRef(name);
+    t->profiler = profiler != NULL ? Py_NewRef(profiler) : NULL;
+    t->track_memory = (char)tm;
+    t->track_vram = (char)tv;
+    t->sync_cuda = (char)sc;
+    t->device_id = (int)id;
+    return (PyObject *)t;
+}
+
+/* Calls of Timer itself (module.c installs it as the type's tp_vectorcall):
+ * no argument tuple, no keyword dict. */
+PyObject *
+shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return timer_from_args((PyTypeObject *)type, args, nargsf, kwnames);
+}
+
+/* Subclasses (which do not inherit tp_vectorcall) come through here. */
+static PyObject *
+Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *stack[SHP_ARGS_MAX];
+    PyObject *kwnames = NULL, *res = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
+    if (nargs + nkw > 6) {
+        PyErr_Format(PyExc_TypeError, "Timer() takes at most 6 arguments (%zd given)",
+                     nargs + nkw);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        stack[i] = PyTuple_GET_ITEM(args, i);
+    if (nkw > 0) {
+        kwnames = PyTuple_New(nkw);
+        if (kwnames == NULL)
+            return NULL;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(key));
+            stack[nargs + i] = value;
+            i++;
+        }
+    }
+    res = timer_from_args(type, stack, (size_t)nargs, kwnames);
+    Py_XDECREF(kwnames);
+    return res;
+}
+
+static int
+Timer_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(t->name);
+    Py_VISIT(t->profiler);
+    Py_VISIT(t->node);
+    Py_VISIT(t->prev);
+    return 0;
+}
+
+static int
+Timer_clear(PyObject *op)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    Py_CLEAR(t->name);
+    Py_CLEAR(t->profiler);
+    Py_CLEAR(t->node);
+    Py_CLEAR(t->prev);
+    return 0;
+}
+
+static void
+Timer_dealloc(PyObject *op)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    /* entered and never exited (an abandoned generator, a manual __enter__):
+     * the window sits in the process-wide list and must leave it */
+    if (t->window_open) {
+        (void)shp_window_close(&t->win);
+        t->window_open = 0;
+    }
+    if (t->weakreflist != NULL)
+        PyObject_ClearWeakRefs(op);
+    (void)Timer_clear(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+/* The raised exception, normalised, with its traceback (new reference; the
+ * error indicator is cleared), and back.  PyErr_GetRaisedException is 3.12+. */
+static PyObject *
+take_exception(void)
+{
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value != NULL && tb != NULL)
+        (void)PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+static void
+give_exception(PyObject *value)
+{
+    if (value == NULL)
+        return;
+    PyErr_Restore(Py_NewRef(Py_TYPE(value)), value, PyException_GetTraceback(value));
+}
+
+/* Resolve the CUDA target once per Timer; 0 / -1. */
+static int
+timer_cuda(shp_Timer *t)
+{
+    if (t->have_cuda)
+        return 0;
+    shp_state *st = shp_state_from_type(Py_TYPE(t));
+    if (st == NULL)
+        return -1;
+    if (shp_cuda_target_init(st, t->device_id, &t->cuda) < 0) {
+        PyObject *exc = take_exception();
+        shp_add_note(exc, "in Timer %R (sync_cuda=%s, track_vram=%s): a CUDA scope needs the "
+                     "CUDA driver; pass sync_cuda=False and track_vram=False (or device='CPU' "
+                     "to HierarchicalProfiler) to time on the host only", t->name,
+                     t->sync_cuda ? "True" : "False", t->track_vram ? "True" : "False");
+        give_exception(exc);
+        return -1;
+    }
+    t->have_cuda = 1;
+    return 0;
+}
+
+static shp_CUresult
+timer_sync(shp_Timer *t)
+{
+    shp_state *st = shp_state_from_type(Py_TYPE(t));
+    shp_CUresult rc;
+    if (st == NULL)
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_sync_nogil(st, &t->cuda);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+static PyObject *
+Timer_enter(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    shp_Timer *t = (shp_Timer *)op;
+    if (t->active) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Timer %R is already active: one Timer object cannot be entered again "
+                     "before it exits (make one Timer per `with`)", t->name);
+        return NULL;
+    }
+    if ((t->sync_cuda || t->track_vram) && timer_cuda(t) < 0)
+        return NULL;
+    if (t->sync_cuda) {
+        shp_CUresult rc = timer_sync(t);
+        if (rc != 0) {
+            shp_state *st = shp_state_from_type(Py_TYPE(t));
+            return st != NULL ? (shp_cuda_raise(st, rc, "Timer: cuCtxSynchronize before the "
+                                                "scope failed"), NULL) : NULL;
+        }
+    }
+    if (t->track_vram) {
+        shp_state *st = shp_state_from_type(Py_TYPE(t));
+        size_t free_b = 0, total_b = 0;
+        shp_CUresult rc;
+        if (st == NULL)
+            return NULL;
+        Py_BEGIN_ALLOW_THREADS
+        rc = shp_cuda_meminfo_nogil(st, &t->cuda, &free_b, &total_b);
+        Py_END_ALLOW_THREADS
+        if (rc != 0)
+            return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed"), NULL;
+        t->vram_used0 = total_b - free_b;
+    }
+    if (t->profiler != NULL) {
+        PyObject *prev = NULL;
+        shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &prev);
+        if (node == NULL)
+            return NULL;
+        Py_XSETREF(t->node, (PyObject *)node);
+        Py_XSETREF(t->prev, prev);
+    }
+    if (t->track_memory) {
+        shp_window_open(&t->win);
+        t->window_open = 1;
+    }
+    t->active = 1;
+    t->c0_ns = shp_process_cpu_ns();
+    t->t0_ns = shp_now_ns();
+    return Py_NewRef(op);
+}
+
+static void
+timer_record(shp_Timer *t, int64_t wall, int64_t cpu)
+{
+    shp_Node *n = (shp_Node *)t->node;
+    n->calls++;
+    n->wall_ns += wall;
+    n->cpu_ns += cpu;
+    shp_hist_record(&n->hist, wall);
+    if (t->track_memory && t->ram_delta_mb > n->peak_ram_mb)
+        n->peak_ram_mb = t->ram_delta_mb;
+    if (t->track_vram && t->vram_delta_mb > n->peak_vram_mb)
+        n->peak_vram_mb = t->vram_delta_mb;
+    shp_Profiler *p = (shp_Profiler *)t->profiler;
+    if (n->gen == p->gen && n->id != SHP_SCOPE_NO_ID) {
+        shp_event e = {t->t0_ns, wall, (uint64_t)PyThread_get_thread_ident(), n->id, n->depth};
+        shp_ring_push(&p->ring, &e);
+    }
+}
+
+static PyObject *
+Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    shp_CUresult rc = 0;
+    if (!t->active) {
+        PyErr_Format(PyExc_RuntimeError, "Timer %R exited without being entered", t->name);
+        return NULL;
+    }
+    if (t->sync_cuda)
+        rc = timer_sync(t);
+    int64_t t1 = shp_now_ns();
+    int64_t c1 = shp_process_cpu_ns();
+    t->active = 0;
+    int64_t wall = t1 - t->t0_ns, cpu = c1 - t->c0_ns;
+    t->elapsed_wall = (double)wall / 1e9;
+    t->elapsed_cpu = (double)cpu / 1e9;
+    if (t->window_open) {
+        t->ram_delta_mb = (double)shp_window_close(&t->win) / SHP_MIB;
+        t->window_open = 0;
+    }
+    if (t->track_vram && rc == 0) {
+        shp_state *st = shp_state_from_type(Py_TYPE(t));
+        size_t free_b = 0, total_b = 0;
+        if (st != NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = shp_cuda_meminfo_nogil(st, &t->cuda, &free_b, &total_b);
+            Py_END_ALLOW_THREADS
+        }
+        else {
+            PyErr_Clear();
+        }
+        size_t used = total_b - free_b;
+        t->vram_delta_mb = used > t->vram_used0 ? (double)(used - t->vram_used0) / SHP_MIB : 0.0;
+    }
+    int restored = 0;
+    if (t->profiler != NULL && t->node != NULL) {
+        timer_record(t, wall, cpu);
+        restored = shp_scope_set_current((shp_Profiler *)t->profiler,
+                                        t->prev != NULL ? t->prev
+                                                        : ((shp_Profiler *)t->profiler)->root);
+        Py_CLEAR(t->prev);
+    }
+    if (restored < 0)
+        return NULL;
+    if (rc != 0) {
+        shp_state *st = shp_state_from_type(Py_TYPE(t));
+        if (st == NULL)
+            return NULL;
+        (void)shp_cuda_raise(st, rc, "Timer: the closing CUDA sync / memory query failed");
+        if (nargs >= 2 && args[1] != Py_None) {
+            /* the body raised already: its exception goes on, carrying ours */
+            PyObject *ours = take_exception();
+            PyObject *msg = PyObject_Str(ours);
+            shp_add_note(args[1], "spatialhub: and on leaving Timer %R: %S", t->name,
+                         msg != NULL ? msg : Py_None);
+            Py_XDECREF(msg);
+            Py_XDECREF(ours);
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        return NULL;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+Timer_get_f(PyObject *op, void *closure)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    switch ((intptr_t)closure) {
+    case 0: return PyFloat_FromDouble((double)t->t0_ns / 1e9);
+    case 1: return PyFloat_FromDouble((double)t->c0_ns / 1e9);
+    default: Py_RETURN_NONE;
+    }
+}
+
+static PyObject *
+Timer_get_obj(PyObject *op, void *closure)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    PyObject *v = (intptr_t)closure == 0 ? t->node : t->profiler;
+    return Py_NewRef(v != NULL ? v : Py_None);
+}
+
+static PyObject *
+Timer_get_active(PyObject *op, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((shp_Timer *)op)->active);
+}
+
+static PyGetSetDef timer_getset[] = {
+    {"node", Timer_get_obj, NULL, "The ProfileNode entered (None before entering).",
+     (void *)(intptr_t)0},
+    {"profiler", Timer_get_obj, NULL,
+     "The profiler recorded into (the module-level `profiler` when none was given).",
+     (void *)(intptr_t)1},
+    {"start_wall", Timer_get_f, NULL, "perf_counter() at enter, seconds.", (void *)(intptr_t)0},
+    {"start_cpu", Timer_get_f, NULL, "process_time() at enter, seconds.", (void *)(intptr_t)1},
+    {"active", Timer_get_active, NULL, "Inside the `with` block.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef timer_members[] = {
+    {"name", T_OBJECT_EX, offsetof(shp_Timer, name), READONLY, "Scope name."},
+    {"track_memory", T_BOOL, offsetof(shp_Timer, track_memory), 0, "Track peak RSS."},
+    {"track_vram", T_BOOL, offsetof(shp_Timer, track_vram), 0, "Track device memory."},
+    {"sync_cuda", T_BOOL, offsetof(shp_Timer, sync_cuda), 0, "Sync the CUDA device around."},
+    {"device_id", T_INT, offsetof(shp_Timer, device_id), READONLY, "CUDA device ordinal."},
+    {"elapsed_wall", T_DOUBLE, offsetof(shp_Timer, elapsed_wall), READONLY,
+     "Wall time of the last call, seconds."},
+    {"elapsed_cpu", T_DOUBLE, offsetof(shp_Timer, elapsed_cpu), READONLY,
+     "Process CPU time of the last call, seconds."},
+    {"ram_delta_mb", T_DOUBLE, offsetof(shp_Timer, ram_delta_mb), READONLY,
+     "Peak RSS during the last call minus RSS at its start, MiB (>= 0)."},
+    {"vram_delta_mb", T_DOUBLE, offsetof(shp_Timer, vram_delta_mb), READONLY,
+     "Device used memory at the end of the last call minus at its start, MiB (>= 0)."},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Timer, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef timer_methods[] = {
+    {"__enter__", Timer_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))Timer_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot timer_slots[] = {
+    {Py_tp_new, Timer_new},
+    {Py_tp_dealloc, Timer_dealloc},
+    {Py_tp_traverse, Timer_traverse},
+    {Py_tp_clear, Timer_clear},
+    {Py_tp_getset, timer_getset},
+    {Py_tp_members, timer_members},
+    {Py_tp_methods, timer_methods},
+    {Py_tp_doc,
+     "Timer(name, profiler=None, track_memory=True, track_vram=False, sync_cuda=False,\n"
+     "      device_id=0)\n\n"
+     "Context manager timing its block: elapsed_wall, elapsed_cpu (seconds), ram_delta_mb\n"
+     "(peak RSS, high-water mark), vram_delta_mb; recorded into `profiler` (the module-level\n"
+     "one when None).  The scope is left even when the block raises; the exception goes on."},
+    {0, NULL},
+};
+
+PyType_Spec shp_timer_spec = {
+    .name = "spatialhub.utils.profiling.Timer",
+    .basicsize = sizeof(shp_Timer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = timer_slots,
+};
+

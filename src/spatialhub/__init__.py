@@ -1,1 +1,0 @@
-"""spatialhub: tools for spatial ML pipelines."""

@@ -1,0 +1,292 @@
+"""The scope profiler of the released module: ``Timer``, ``timeit``, ``HierarchicalProfiler``,
+``ProfileNode`` and the module-level ``profiler``.
+
+Enter and exit are native (``_native.ProfilerCore`` and ``_native.Timer``); what is here
+is Python by nature: the decorator, the ``summary()`` log lines, the Markdown / HTML tree
+tables, ``to_dict`` / JSON and the Chrome trace export.  html, inspect and json are imported
+by the functions that use them: importing the package stays as light as before.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any, Callable
+
+from ._native import ProfileNode, ProfilerCore, Timer, _set_default_profiler
+
+# The released module logs on logging.getLogger(__name__) of
+# spatialhub/utils/profiling.py: the same name as this package.
+logger = logging.getLogger("spatialhub.utils.profiling")
+
+__all__ = ["HierarchicalProfiler", "ProfileNode", "Timer", "timeit", "profiler"]
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.3g}" if x < 0.1 else f"{x:.2f}"
+
+
+def _md_cell(text: str) -> str:
+    """A Markdown table cell that renders as exactly `text`."""
+    out = []
+    for ch in text:
+        if ch in "\\`*_{}[]<>()#+-.!|~":
+            out.append("\\" + ch)
+        elif ch in "\r\n":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class HierarchicalProfiler(ProfilerCore):
+    """Nested scopes aggregated into one call tree: per-thread and per-asyncio-task nesting,
+    totals, a latency histogram per scope (p50/p95/p99), true peak RSS, CUDA sync.
+
+    ``HierarchicalProfiler(name="Root", device="CPU", track_ram=True, track_vram=None,
+    sync_cuda=None, device_id=0, *, trace_capacity=65536)``; ``track_vram`` and
+    ``sync_cuda`` default to True when ``device`` names a CUDA device.
+    """
+
+    # ---- the released API (push / pop / reset / scope / __call__ are native) ----
+
+    def timeit(
+        self,
+        name: str | None = None,
+        track_ram: bool | None = None,
+        track_vram: bool | None = None,
+        sync_cuda: bool | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: every call of the function is a scope of this profiler."""
+
+        def make(func: Callable[..., Any]) -> Callable[..., Any]:
+            scope_name = name if name else func.__name__
+            return _wrap(func, lambda: self.scope(scope_name, track_ram, track_vram, sync_cuda))
+
+        return make
+
+    def summary(self) -> None:
+        """Log the tree at INFO on the module's logger, line for line as the released
+        module does (average wall and CPU seconds per call, CPU utilisation, peaks)."""
+        logger.info("\n=== Hierarchical Profiling Summary ===")
+        self._log_tree(self.root, 0)
+        logger.info("======================================")
+
+    def _log_tree(self, node: ProfileNode, depth: int) -> None:
+        if depth > 0:
+            indent = "  " * (depth - 1) + "|-" if depth > 1 else ""
+            calls = node.calls
+            wall = node.total_wall_time / calls if calls > 0 else 0.0
+            cpu = node.total_cpu_time / calls if calls > 0 else 0.0
+            util = cpu / wall * 100.0 if wall > 0 else 0.0
+            ram = node.peak_ram_delta_mb
+            vram = node.peak_vram_delta_mb
+            extra = (f" [RAM: +{ram:.1f}MB]" if ram > 1.0 else "") + (
+                f" [VRAM: +{vram:.1f}MB]" if vram > 1.0 else "")
+            logger.info(f"{indent}{node.name:<32} | Calls: {calls:<4} | Wall: {wall:.4f}s | "
+                        f"CPU: {cpu:.4f}s ({util:.0f}%){extra}")
+        for child in list(node.children.values()):
+            self._log_tree(child, depth + 1)
+
+    # ---- beyond the released one: tables, dict / JSON, Chrome trace ----
+
+    def _rows(self) -> list[tuple[int, ProfileNode, float | None]]:
+        """(depth, node, share of parent's total) in tree order, the root excluded."""
+        rows: list[tuple[int, ProfileNode, float | None]] = []
+
+        def walk(node: ProfileNode, depth: int) -> None:
+            kids = list(node.children.values())
+            # the root has no time of its own: its children share their sum
+            base = node.total_wall_time if depth > 0 else sum(k.total_wall_time for k in kids)
+            for k in kids:
+                share = k.total_wall_time / base if base > 0 else None
+                rows.append((depth + 1, k, share))
+                walk(k, depth + 1)
+
+        walk(self.root, 0)
+        return rows
+
+    _COLUMNS = ("Scope", "Calls", "Total (ms)", "Mean (ms)", "p50 (ms)", "p95 (ms)",
+                "% of parent", "CPU %", "Peak RAM", "Peak VRAM")
+
+    def _cells(self, node: ProfileNode, share: float | None) -> list[str]:
+        calls = node.calls
+        wall = node.total_wall_time
+        util = f"{node.total_cpu_time / wall * 100:.0f}%" if wall > 0 else "–"
+        return [
+            str(calls), f"{wall * 1e3:.2f}", _ms(node.mean_ms), _ms(node.p50_ms),
+            _ms(node.p95_ms), f"{share * 100:.1f}%" if share is not None else "–", util,
+            f"+{node.peak_ram_delta_mb:.1f} MB", f"+{node.peak_vram_delta_mb:.1f} MB",
+        ]
+
+    def to_markdown(self) -> str:
+        """The tree as a Markdown table; depth shown by indentation of the scope name."""
+        lines = ["| " + " | ".join(self._COLUMNS) + " |",
+                 "| :--- |" + " ---: |" * (len(self._COLUMNS) - 1)]
+        for depth, node, share in self._rows():
+            name = "&nbsp;&nbsp;" * (depth - 1) + ("└ " if depth > 1 else "") + _md_cell(node.name)
+            lines.append("| " + " | ".join([name] + self._cells(node, share)) + " |")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """The tree as an HTML table (what Jupyter shows)."""
+        import html
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self._COLUMNS)
+        body = []
+        for depth, node, share in self._rows():
+            pad = f' style="padding-left:{(depth - 1) * 1.2:.1f}em"'
+            cells = "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(node, share))
+            body.append(f"<tr><td{pad}>{html.escape(node.name)}</td>{cells}</tr>")
+        return (f"<table><caption>{html.escape(self.root_name)}</caption><thead><tr>{head}"
+                f"</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tree as nested dicts (JSON-ready): per node calls, totals (s), mean and
+        percentiles (ms), peaks (MiB) and children (a list, first-entered order)."""
+
+        def node_dict(node: ProfileNode) -> dict[str, Any]:
+            return {
+                "name": node.name,
+                "calls": node.calls,
+                "total_wall_time": node.total_wall_time,
+                "total_cpu_time": node.total_cpu_time,
+                "mean_ms": node.mean_ms,
+                "p50_ms": node.p50_ms,
+                "p95_ms": node.p95_ms,
+                "p99_ms": node.p99_ms,
+                "min_ms": node.min_ms,
+                "max_ms": node.max_ms,
+                "peak_ram_delta_mb": node.peak_ram_delta_mb,
+                "peak_vram_delta_mb": node.peak_vram_delta_mb,
+                "children": [node_dict(c) for c in list(node.children.values())],
+            }
+
+        return {"device": self.device, "root": node_dict(self.root)}
+
+    def to_json(self, **kwargs: Any) -> str:
+        """``json.dumps(self.to_dict(), **kwargs)``."""
+        import json
+
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def export_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """The last ``trace_capacity`` scope calls as Chrome Trace Event JSON (complete
+        "X" events, microseconds), which Perfetto, chrome://tracing and speedscope open.
+        Written to `path` when given; the dict is returned either way.
+
+        Scopes of one thread nest; asyncio tasks that interleave on one thread are put on
+        lanes of their own ("thread N / lane k") so that every lane nests properly."""
+        import json
+
+        nodes, events, dropped = self._trace()
+        paths: list[str] = []
+        for node in nodes:
+            names = []
+            n: ProfileNode | None = node
+            while n is not None and n.parent is not None:
+                names.append(n.name)
+                n = n.parent
+            paths.append("/".join(reversed(names)))
+        pid = os.getpid()
+        t0 = min((e[2] for e in events), default=0)
+        # per thread, assign each call a lane in which it nests: start order, and a
+        # call goes to the first lane whose open calls all contain it
+        out: list[dict[str, Any]] = []
+        lanes_of: dict[int, list[list[tuple[int, int]]]] = {}
+        lane_ids: dict[tuple[int, int], int] = {}
+        order = sorted(range(len(events)), key=lambda i: (events[i][2], -events[i][3]))
+        for i in order:
+            node_id, thread, start, dur, depth = events[i]
+            end = start + dur
+            lanes = lanes_of.setdefault(thread, [])
+            chosen = None
+            for k, open_calls in enumerate(lanes):
+                while open_calls and open_calls[-1][0] <= start:
+                    open_calls.pop()
+                # nests in this lane: inside the innermost open call, and deeper than it
+                if not open_calls or (end <= open_calls[-1][0] and open_calls[-1][1] < depth):
+                    chosen = k
+                    break
+            if chosen is None:
+                lanes.append([])
+                chosen = len(lanes) - 1
+            lanes[chosen].append((end, depth))
+            key = (thread, chosen)
+            if key not in lane_ids:
+                lane_ids[key] = len(lane_ids) + 1
+            node = nodes[node_id]
+            out.append({
+                "name": node.name, "cat": "scope", "ph": "X", "pid": pid,
+                "tid": lane_ids[key], "ts": (start - t0) / 1e3, "dur": dur / 1e3,
+                "args": {"path": paths[node_id], "depth": depth},
+            })
+        meta = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                 "args": {"name": f"spatialhub profiler {self.root_name}"}}]
+        for (thread, lane), tid in lane_ids.items():
+            label = f"thread {thread}" + (f" / lane {lane}" if lane else "")
+            meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                         "args": {"name": label}})
+        trace = {
+            "traceEvents": meta + out,
+            "displayTimeUnit": "ms",
+            "otherData": {"profiler": self.root_name, "device": self.device,
+                          "events_dropped": dropped, "trace_capacity": self.trace_capacity},
+        }
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(trace, f)
+        return trace
+
+
+def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
+    """`func` with every call inside a fresh Timer, keeping its metadata (functools.wraps).
+    A coroutine function stays one: its scope spans the awaited body, not the creation."""
+    import inspect
+
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            with make_timer():
+                return await func(*args, **kwargs)
+
+        return awrapper
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with make_timer():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def timeit(
+    name: str | None = None,
+    profiler: HierarchicalProfiler | None = None,
+    track_memory: bool = True,
+    track_vram: bool = False,
+    sync_cuda: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: every call of the function runs inside ``Timer(name or func.__name__,
+    profiler, ...)``; with no `profiler` it records into the module-level ``profiler``."""
+
+    def make(func: Callable[..., Any]) -> Callable[..., Any]:
+        timer_name = name if name else func.__name__
+        return _wrap(func, lambda: Timer(timer_name, profiler=profiler,
+                                         track_memory=track_memory, track_vram=track_vram,
+                                         sync_cuda=sync_cuda))
+
+    return make
+
+
+#: The module-level profiler that ``Timer`` and ``timeit`` record into when given none.
+profiler = HierarchicalProfiler()
+_set_default_profiler(profiler)

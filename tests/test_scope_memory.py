@@ -1,0 +1,147 @@
+"""Peak RSS per scope from the high-water-mark windows benchmark_callable uses: a temporary
+freed before the scope ends is still seen; nested scopes and a benchmark running inside a
+scope each get their own exact peak.  CUDA scopes use the native, checked sync."""
+import numpy as np
+import pytest
+
+from spatialhub.utils.profiling import (
+    HierarchicalProfiler, Timer, benchmark_callable, get_cuda_sync_fn,
+)
+
+MB = 1 << 20
+
+
+def temporary(mb):
+    """Touch `mb` MiB and free it before returning."""
+    a = np.ones(mb * MB // 8)
+    s = float(a[::4096].sum())
+    del a
+    return s
+
+
+@pytest.fixture(scope="module")
+def hwm():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = benchmark_callable(temporary, 1, num_warmup=0, num_iters=1)
+    if s.ram_peak_method != "hwm":
+        pytest.skip("the kernel's high-water-mark reset is unavailable here")
+
+
+def test_a_freed_temporary_is_seen(hwm):
+    p = HierarchicalProfiler("R")
+    t = p("alloc")
+    with t:
+        temporary(120)
+    assert t.ram_delta_mb >= 100
+    assert p.root.children["alloc"].peak_ram_delta_mb == t.ram_delta_mb
+
+
+def test_nested_windows_each_get_their_own_peak(hwm):
+    p = HierarchicalProfiler("R")
+    with p("outer") as outer:
+        temporary(120)              # before the inner scope opens
+        with p("inner") as inner:
+            sum(range(1000))
+    assert outer.ram_delta_mb >= 100
+    assert inner.ram_delta_mb < 50
+    # and the other way round: the inner scope's peak counts for the outer one
+    with p("outer2") as outer2:
+        with p("inner2") as inner2:
+            temporary(120)
+    assert inner2.ram_delta_mb >= 100 and outer2.ram_delta_mb >= 100
+
+
+def test_a_benchmark_inside_a_scope(hwm):
+    p = HierarchicalProfiler("R")
+    with p("bench") as t:
+        s = benchmark_callable(temporary, 80, num_warmup=1, num_iters=3)
+    assert s.ram_delta_mb >= 60
+    assert t.ram_delta_mb >= 60
+
+
+def test_track_memory_off_reads_nothing():
+    p = HierarchicalProfiler("R", track_ram=False)
+    with p("x") as t:
+        temporary(50)
+    assert t.ram_delta_mb == 0.0 and p.root.children["x"].peak_ram_delta_mb == 0.0
+
+
+def test_a_timer_dropped_while_open_leaves_no_window_behind(hwm):
+    """An abandoned generator with an open scope: the window must leave the process-wide
+    list when the Timer dies, or later windows would write into freed memory."""
+    p = HierarchicalProfiler("R")
+
+    def gen():
+        with p("held"):
+            yield 1
+
+    g = gen()
+    next(g)
+    t = Timer("manual", profiler=p)
+    t.__enter__()
+    del t
+    g.close()
+    del g
+    with p("after") as after:
+        temporary(60)
+    assert after.ram_delta_mb >= 40
+
+
+def test_cuda_scope_uses_the_native_sync_or_says_why_not():
+    p = HierarchicalProfiler("R", track_ram=False)
+    if get_cuda_sync_fn() is None:
+        with pytest.raises(RuntimeError, match="CUDA") as info:
+            with p("gpu", sync_cuda=True):
+                pass
+        notes = getattr(info.value, "__notes__", [])
+        assert any("sync_cuda=False" in n for n in notes)
+        assert p.stack == [p.root]          # nothing was entered
+    else:
+        with p("gpu", sync_cuda=True, track_vram=True) as t:
+            pass
+        assert t.elapsed_wall > 0 and t.vram_delta_mb >= 0.0
+
+
+def test_cuda_scope_with_the_fake_driver(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda as run
+    out = run(fake_cuda_lib, """
+        from spatialhub.utils.profiling import HierarchicalProfiler
+        make_current()                            # as torch does on first use
+        p = HierarchicalProfiler("R", device="CUDA", track_ram=False)
+        n0 = count("cuCtxSynchronize")
+        with p("gpu") as t:
+            assert fake().fake_alloc(64 * MiB) == 0
+            assert fake().fake_enqueue_ns(20_000_000) == 0   # 20 ms of queued device work
+        print(count("cuCtxSynchronize") - n0, round(t.elapsed_wall, 3) >= 0.019,
+              round(t.vram_delta_mb))
+    """)
+    syncs, waited, vram = out.split()
+    assert syncs == "2"               # one before, one after the block
+    assert waited == "True"           # the closing sync waited for the 20 ms of work
+    assert vram == "64"
+
+
+def test_a_failing_closing_sync_raises_and_still_leaves_the_scope(fake_cuda_lib):
+    from cuda_support import run_with_fake_cuda as run
+    out = run(fake_cuda_lib, """
+        from spatialhub.utils.profiling import HierarchicalProfiler
+        make_current()
+        p = HierarchicalProfiler("R", device="CUDA", track_ram=False, track_vram=False)
+        err = ValueError("user's")
+        try:
+            with p("gpu"):
+                fake().fake_inject_sticky(700)    # CUDA_ERROR_ILLEGAL_ADDRESS from now on
+                raise err
+        except ValueError as e:
+            # the user's exception goes on, unchanged, carrying the sync failure
+            print("user", e is err, any("ILLEGAL_ADDRESS" in n for n in e.__notes__),
+                  len(p.stack))
+        try:
+            with p("gpu2"):
+                pass
+        except RuntimeError as e:
+            print("raised", "CUDA_ERROR_ILLEGAL_ADDRESS" in str(e), len(p.stack))
+    """)
+    assert out.split("\n")[:2] == ["user True True 1", "raised True 1"]
