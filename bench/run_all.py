@@ -30,6 +30,7 @@ BENCHES = [
     ("adaptive", "bench_adaptive"),
     ("gpu", "bench_gpu"),
     ("compare", "bench_compare"),
+    ("cache", "bench_cache"),
 ]
 
 

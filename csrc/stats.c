@@ -60,6 +60,37 @@ static const shp_field stats_fields[] = {
        "Swept parameters of this run (e.g. {'batch_size': 16})."),
     KW("env", SHP_F_OPT_DICT, env, SHP_R_NONE, 0, SHP_SHOW_NEVER,
        "Environment the numbers were taken in (Python, CPU, NumPy, torch, driver, GPU)."),
+    KW("first_call_ms", SHP_F_OPT_DOUBLE, first_call_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "The first call's latency (ms), synced: what a cold start pays."),
+    KW("warmup_ms", SHP_F_OPT_FLOATS, warmup_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Each warm-up call's latency (ms), synced, in order (first_call_ms is the first)."),
+    KW("settle_calls", SHP_F_OPT_COUNT, settle_calls, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Calls (warm-up and timed, from the first) before the latency settled within 10% of "
+       "the steady state; None with under 20 timed calls."),
+    KW("cache", SHP_F_OPT_STR, cache, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "'warm' (calls back to back) or 'cold' (caches evicted before every call)."),
+    KW("gpu_mean_ms", SHP_F_OPT_DOUBLE, gpu_mean_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Mean GPU time per call (ms), from CUDA events on the benchmark's stream."),
+    KW("gpu_median_ms", SHP_F_OPT_DOUBLE, gpu_median_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "Median GPU time per call (ms), from CUDA events on the benchmark's stream."),
+    KW("gpu_min_ms", SHP_F_OPT_DOUBLE, gpu_min_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Fastest call by GPU time (ms)."),
+    KW("gpu_max_ms", SHP_F_OPT_DOUBLE, gpu_max_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Slowest call by GPU time (ms)."),
+    KW("gpu_p95_ms", SHP_F_OPT_DOUBLE, gpu_p95_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "95th percentile of GPU time (ms)."),
+    KW("host_median_ms", SHP_F_OPT_DOUBLE, host_median_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Median time (ms) from the call's start to its return, before the closing sync: "
+       "the host's part (CUDA runs with GPU time)."),
+    KW("host_share", SHP_F_OPT_DOUBLE, host_share, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
+       "host_median_ms / median_ms in [0, 1]: near 1 the GPU had finished when the call "
+       "returned (launch-bound); near 0 the host only queued work."),
+    KW("gpu_samples_ms", SHP_F_OPT_FLOATS, gpu_samples_ms, SHP_R_MS, 0, SHP_SHOW_NEVER,
+       "Each timed call's GPU time (ms), in order."),
+    KW("gpu_telemetry", SHP_F_OPT_DICT, gpu_telemetry, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "What NVML saw on a CUDA device: SM clock, throttle reasons, temperature and power at "
+       "the start and end (and their extremes), this process's and other processes' device "
+       "memory; 'not available' where NVML could not say."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

@@ -390,3 +390,42 @@ shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
     *lo = scratch[cj - 1];
     *hi = scratch[ck - 1];
 }
+
+/* ---- cold start: when did the calls settle -------------------------------- */
+
+Py_ssize_t
+shp_settle_window(Py_ssize_t n_timed)
+{
+    Py_ssize_t w = n_timed / 20;
+    return w < 5 ? 5 : w > 25 ? 25 : w;
+}
+
+/* Median of x[a..a+len) through scratch. */
+static double
+median_of(const double *x, Py_ssize_t a, Py_ssize_t len, double *scratch)
+{
+    memcpy(scratch, x + a, (size_t)len * sizeof(double));
+    return shp_percentile_inplace(scratch, len, 0.5);
+}
+
+Py_ssize_t
+shp_settle_calls(const double *x, Py_ssize_t n, Py_ssize_t n_timed, double floor,
+                 double *scratch, double *head, double *steady)
+{
+    *head = *steady = NAN;
+    if (n_timed < SHP_SETTLE_MIN_TIMED || n_timed > n)
+        return -1;
+    Py_ssize_t nw = n - n_timed, half = n_timed / 2;
+    Py_ssize_t w = shp_settle_window(n_timed);
+    *steady = median_of(x, n - (n_timed - half), n_timed - half, scratch);
+    *head = median_of(x, nw, w, scratch);
+    double limit = *steady * (1.0 + SHP_SETTLE_TOL);
+    if (*steady + floor > limit)
+        limit = *steady + floor;
+    /* The first window at or below the limit; the last half's median is the
+     * steady state, so some window there qualifies unless the tail rises. */
+    for (Py_ssize_t i = 0; i + w <= n; i++)
+        if (median_of(x, i, w, scratch) <= limit)
+            return i;
+    return n - w;
+}

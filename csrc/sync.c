@@ -143,4 +143,6 @@ void
 shp_sync_clear(shp_sync *p)
 {
     Py_CLEAR(p->fn);
+    if (p->st != NULL && p->have_cuda)
+        shp_cuda_timer_free(p->st, &p->cuda, &p->gt);
 }
