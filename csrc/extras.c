@@ -77,18 +77,11 @@ floats(const double *x, Py_ssize_t n, double div)
 static int
 cold_start(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhead_ns, shp_extras *x)
 {
-    Py_ssize_t n = run->n, all = nwarm + n;
     s->first_call_ms = nwarm > 0 ? run->warm[0] / 1e6 : run->samples[0];
     if (nwarm > 0 && (s->warmup_ms = floats(run->warm, nwarm, 1e6)) == NULL)
         return -1;
-    double *series = PyMem_Malloc((size_t)all * 2 * sizeof(double));
-    if (series == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     for (Py_ssize_t i = 0; i < nwarm; i++)
-        series[i] = run->warm[i] / 1e6;
-    memcpy(series + nwarm, run->samples, (size_t)n * sizeof(double));
+        run->warm[i] /= 1e6;   /* ns -> ms, like the samples */
     /* below this excess over the steady state a "trend" is noise: twice the
      * harness's floor, 20 clock ticks, half a microsecond */
     double floor = 2.0 * overhead_ns / 1e6;
@@ -97,9 +90,8 @@ cold_start(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhead_ns, shp
         floor = ticks;
     if (floor < 5e-4)
         floor = 5e-4;
-    s->settle_calls = shp_settle_calls(series, all, n, floor, series + all, &x->head_ms,
-                                       &x->steady_ms);
-    PyMem_Free(series);
+    s->settle_calls = shp_settle_calls(run->warm, nwarm, run->samples, run->n, floor,
+                                       &x->head_ms, &x->steady_ms);
     return 0;
 }
 

@@ -113,8 +113,6 @@ static int
 evict_caches(shp_call *p)
 {
     shp_CUresult rc = 0;
-    if (!p->cold)
-        return 0;
     Py_BEGIN_ALLOW_THREADS
     shp_llc_evict(&p->llc);
     if (p->sync.gt.l2_bytes > 0)
@@ -172,6 +170,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
     int64_t deadline = max_time_ns > 0 && max_time_ns < INT64_MAX - run->start_ns
                            ? run->start_ns + max_time_ns : INT64_MAX;
     Py_ssize_t total = adaptive ? 0 : min_iters;
+    int events = p->sync.gt.events && run->gpu != NULL;
     for (Py_ssize_t i = 0;; i++) {
         if (i >= min_iters) {
             if (!adaptive)
@@ -194,13 +193,12 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (i == run->cap && grow(run, ram) < 0)
             return -1;
 
-        if (evict_caches(p) < 0)
+        if (p->cold && evict_caches(p) < 0)
             return -1;
         if (shp_sync_call(&p->sync, NULL) < 0) {
             shp_note_current(sync_note, name, "before timed", i, min_iters);
             return -1;
         }
-        int events = p->sync.gt.events && run->gpu != NULL;
         if (events && start_event(&p->sync) < 0)
             return -1;
         t0 = shp_now_ns();
@@ -211,10 +209,14 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         }
         /* with events, also when the host was done: what follows until t1 is
          * the wait for the device */
-        int64_t t_ret = events ? shp_now_ns() : 0;
-        p->sync.recording = events;
+        int64_t t_ret = 0;
+        if (events) {
+            t_ret = shp_now_ns();
+            p->sync.recording = 1;
+        }
         int sync_rc = shp_sync_call(&p->sync, &t1);
-        p->sync.recording = 0;
+        if (events)
+            p->sync.recording = 0;
         if (sync_rc < 0) {
             Py_DECREF(r);
             shp_note_current(sync_note, name, "after timed", i, min_iters);
@@ -243,7 +245,7 @@ shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_ru
 {
     int64_t t0, t1 = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (evict_caches(p) < 0)
+        if (p->cold && evict_caches(p) < 0)
             return -1;
         if (i == 0 && p->sync.kind != SHP_SYNC_NONE && shp_sync_call(&p->sync, NULL) < 0) {
             shp_note_current(sync_note, name, "before warm-up", i, n);

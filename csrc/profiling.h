@@ -614,20 +614,22 @@ typedef struct {
 void shp_summarize(const double *x, Py_ssize_t n, double *scratch, shp_summary *out);
 
 /*
- * Cold start: x[0..n) is every call's time in order (warm-up, then timed;
- * n_timed of them timed).  Returns the number of calls made before the series
+ * Cold start: every call's time in order is warm[0..nwarm) then
+ * timed[0..n_timed) (ms).  Returns the number of calls made before the series
  * settled -- the first index whose window of calls has a median within
  * SHP_SETTLE_TOL of the steady state (the median of the last half of the
- * timed calls) or within `floor` of it -- or -1 when there are too few timed
- * calls to say (fewer than SHP_SETTLE_MIN_TIMED).  *head receives the median
- * of the first window of timed calls and *steady the steady state (both
- * NaN with -1).  `scratch` holds n doubles.  Never fails.
+ * timed calls, at most the last SHP_SETTLE_MAX_TAIL) or within `floor` of it
+ * -- or -1 when there are too few timed calls to say (fewer than
+ * SHP_SETTLE_MIN_TIMED).  *head receives the median of the first window of
+ * timed calls and *steady the steady state (both NaN with -1).  No
+ * allocation, never fails; O(SHP_SETTLE_MAX_TAIL + settle * window).
  */
 #define SHP_SETTLE_TOL 0.10
 #define SHP_SETTLE_MIN_TIMED 20
+#define SHP_SETTLE_MAX_TAIL 1000
 #define SHP_SETTLE_WARN 0.25   /* the warning: first timed window 25% above steady */
-Py_ssize_t shp_settle_calls(const double *x, Py_ssize_t n, Py_ssize_t n_timed, double floor,
-                            double *scratch, double *head, double *steady);
+Py_ssize_t shp_settle_calls(const double *warm, Py_ssize_t nwarm, const double *timed,
+                            Py_ssize_t n_timed, double floor, double *head, double *steady);
 /* The window shp_settle_calls uses for n_timed timed calls. */
 Py_ssize_t shp_settle_window(Py_ssize_t n_timed);
 
@@ -869,10 +871,13 @@ void shp_sync_clear(shp_sync *p);
  * A non-zero integer result is an error code: RuntimeError.  0 / -1. */
 int shp_sync_python(shp_sync *p, int64_t *t_after);
 
+/* The native sync that also records the end event just before it, in the
+ * same GIL-released block (p->recording); like shp_sync_call.  0 / -1. */
+int shp_sync_native_recording(shp_sync *p, int64_t *t_after);
+
 /* Sync; *t_after (if given) is read right after the sync completes and, for
- * the native sync, before the GIL is taken back.  With p->recording the
- * end event is recorded first, in the same GIL-released block.  0 / -1.
- * Inline: it runs inside the timed region, twice per iteration. */
+ * the native sync, before the GIL is taken back.  0 / -1.  Inline: it runs
+ * inside the timed region, twice per iteration. */
 static inline int
 shp_sync_call(shp_sync *p, int64_t *t_after)
 {
@@ -880,17 +885,16 @@ shp_sync_call(shp_sync *p, int64_t *t_after)
     case SHP_SYNC_NATIVE: {
         shp_CUresult rc;
         int64_t t = 0;
-        int rec = p->recording;
+        if (p->recording)
+            return shp_sync_native_recording(p, t_after);
         Py_BEGIN_ALLOW_THREADS
-        rc = rec ? shp_cuda_timer_stop_sync_nogil(p->st, &p->cuda, &p->gt)
-                 : shp_cuda_sync_nogil(p->st, &p->cuda);
+        rc = shp_cuda_sync_nogil(p->st, &p->cuda);
         t = shp_now_ns();
         Py_END_ALLOW_THREADS
         if (t_after)
             *t_after = t;
         if (rc != 0)
-            return shp_cuda_raise(p->st, rc, rec ? "cuEventRecord / cuCtxSynchronize failed"
-                                                 : "cuCtxSynchronize failed");
+            return shp_cuda_raise(p->st, rc, "cuCtxSynchronize failed");
         return 0;
     }
     case SHP_SYNC_PYTHON:

@@ -400,32 +400,37 @@ shp_settle_window(Py_ssize_t n_timed)
     return w < 5 ? 5 : w > 25 ? 25 : w;
 }
 
-/* Median of x[a..a+len) through scratch. */
+/* Median of calls a..a+len of the series warm ++ timed, through scratch. */
 static double
-median_of(const double *x, Py_ssize_t a, Py_ssize_t len, double *scratch)
+median_of(const double *warm, Py_ssize_t nwarm, const double *timed, Py_ssize_t a,
+          Py_ssize_t len, double *scratch)
 {
-    memcpy(scratch, x + a, (size_t)len * sizeof(double));
+    for (Py_ssize_t k = 0; k < len; k++)
+        scratch[k] = a + k < nwarm ? warm[a + k] : timed[a + k - nwarm];
     return shp_percentile_inplace(scratch, len, 0.5);
 }
 
 Py_ssize_t
-shp_settle_calls(const double *x, Py_ssize_t n, Py_ssize_t n_timed, double floor,
-                 double *scratch, double *head, double *steady)
+shp_settle_calls(const double *warm, Py_ssize_t nwarm, const double *timed, Py_ssize_t n_timed,
+                 double floor, double *head, double *steady)
 {
+    double scratch[SHP_SETTLE_MAX_TAIL];
     *head = *steady = NAN;
-    if (n_timed < SHP_SETTLE_MIN_TIMED || n_timed > n)
+    if (n_timed < SHP_SETTLE_MIN_TIMED)
         return -1;
-    Py_ssize_t nw = n - n_timed, half = n_timed / 2;
-    Py_ssize_t w = shp_settle_window(n_timed);
-    *steady = median_of(x, n - (n_timed - half), n_timed - half, scratch);
-    *head = median_of(x, nw, w, scratch);
+    Py_ssize_t n = nwarm + n_timed, w = shp_settle_window(n_timed);
+    Py_ssize_t tail = n_timed - n_timed / 2;
+    if (tail > SHP_SETTLE_MAX_TAIL)
+        tail = SHP_SETTLE_MAX_TAIL;
+    *steady = median_of(warm, nwarm, timed, n - tail, tail, scratch);
+    *head = median_of(warm, nwarm, timed, nwarm, w, scratch);
     double limit = *steady * (1.0 + SHP_SETTLE_TOL);
     if (*steady + floor > limit)
         limit = *steady + floor;
-    /* The first window at or below the limit; the last half's median is the
+    /* The first window at or below the limit; the tail's median is the
      * steady state, so some window there qualifies unless the tail rises. */
     for (Py_ssize_t i = 0; i + w <= n; i++)
-        if (median_of(x, i, w, scratch) <= limit)
+        if (median_of(warm, nwarm, timed, i, w, scratch) <= limit)
             return i;
     return n - w;
 }
