@@ -438,6 +438,25 @@ shp_fields_equal(PyObject *a, PyObject *b, const shp_field *fields)
             if (AS_INT(a, f) != AS_INT(b, f))
                 return 0;
             break;
+        case SHP_F_OPT_FLOATS: {
+            /* item by item, NaN == NaN like the double fields (a tuple's own
+             * == compares NaN objects by identity first, so copies differ) */
+            PyObject *x = AS_OBJ(a, f), *y = AS_OBJ(b, f);
+            if (x == NULL || y == NULL) {
+                if (x != y)
+                    return 0;
+                break;
+            }
+            if (PyTuple_GET_SIZE(x) != PyTuple_GET_SIZE(y))
+                return 0;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(x); i++) {
+                double u = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(x, i));
+                double v = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(y, i));
+                if (!(u == v || (isnan(u) && isnan(v))))
+                    return 0;
+            }
+            break;
+        }
         default: {
             PyObject *x = AS_OBJ(a, f), *y = AS_OBJ(b, f);
             if (x == NULL || y == NULL) {

@@ -161,3 +161,13 @@ def test_llc_size_comes_from_the_machine():
     if sys.platform.startswith("linux") and not os.environ.get("SPATIALHUB_LLC_BYTES") \
             and os.path.exists("/sys/devices/system/cpu/cpu0/cache/index0/size"):
         assert source == "sysfs"
+
+
+def test_float_tuples_compare_nan_equal_like_the_other_fields():
+    kw = dict(name="m", device="CPU", mean_ms=1, median_ms=1, std_ms=0, p95_ms=1, min_ms=1,
+              max_ms=1, fps=1, warmup_iters=2, timed_iters=1)
+    a = prof.BenchmarkStats(**kw, warmup_ms=[float("nan"), 2.0])
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert a != prof.BenchmarkStats(**kw, warmup_ms=[float("nan"), 2.5])
+    assert a != prof.BenchmarkStats(**kw, warmup_ms=[float("nan")])
+    assert a != prof.BenchmarkStats(**kw)
