@@ -106,10 +106,7 @@ gpu_fields(shp_Stats *s, shp_run *run)
         run->gpu[i] /= 1e6;
     shp_summary g;
     shp_summarize(run->gpu, n, run->scratch, &g);
-    s->gpu_mean_ms = g.mean;
     s->gpu_median_ms = g.median;
-    s->gpu_min_ms = g.min;
-    s->gpu_max_ms = g.max;
     s->gpu_p95_ms = g.p95;
     /* the host's share: its median time in the call over the median wall */
     s->host_median_ms = shp_percentile_inplace(run->host, n, 0.5) / 1e6;

@@ -46,12 +46,8 @@ class BenchmarkStats:
     warmup_ms: Optional[tuple[float, ...]]
     settle_calls: Optional[int]
     cache: Optional[str]
-    gpu_mean_ms: Optional[float]
     gpu_median_ms: Optional[float]
-    gpu_min_ms: Optional[float]
-    gpu_max_ms: Optional[float]
     gpu_p95_ms: Optional[float]
-    host_median_ms: Optional[float]
     host_share: Optional[float]
     gpu_samples_ms: Optional[tuple[float, ...]]
     gpu_telemetry: Optional[dict[str, Any]]
@@ -93,12 +89,8 @@ class BenchmarkStats:
         warmup_ms: Optional[Sequence[float]] = None,
         settle_calls: Optional[int] = None,
         cache: Optional[str] = None,
-        gpu_mean_ms: Optional[float] = None,
         gpu_median_ms: Optional[float] = None,
-        gpu_min_ms: Optional[float] = None,
-        gpu_max_ms: Optional[float] = None,
         gpu_p95_ms: Optional[float] = None,
-        host_median_ms: Optional[float] = None,
         host_share: Optional[float] = None,
         gpu_samples_ms: Optional[Sequence[float]] = None,
         gpu_telemetry: Optional[dict[str, Any]] = None,
