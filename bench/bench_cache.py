@@ -1,4 +1,4 @@
-"""Figure 8 -- cache="cold" against cache="warm" on a memory-bound callable.
+"""Figure 9 -- cache="cold" against cache="warm" on a memory-bound callable.
 
     python bench/bench_cache.py [--quick]
 
@@ -43,13 +43,13 @@ def run(quick=False):
         ratios.append(ratio)
         rows.append((r + 1, f"{warm.median_ms:.3f}", f"{cold.median_ms:.3f}", f"{ratio:.2f}",
                      f"{per_iter * 1e3:.1f}"))
-    print_details(f"8. cache='cold' vs 'warm': sum of a {WORKING_MIB} MiB float64 array "
+    print_details(f"9. cache='cold' vs 'warm': sum of a {WORKING_MIB} MiB float64 array "
                   f"(LLC {llc / 2**20:.0f} MiB from {source}; eviction buffer "
                   f"{min(2 * llc, 2**30) / 2**20:.0f} MiB)",
                   ["round", "warm median (ms)", "cold median (ms)", "cold / warm",
                    "cold wall per iteration (ms)"], rows)
     m = median(ratios)
-    return [Figure("8 cache", f"cold / warm median, {WORKING_MIB} MiB array sum",
+    return [Figure("9 cache", f"cold / warm median, {WORKING_MIB} MiB array sum",
                    f"{m:.2f}x", f">= {TARGET}x", m >= TARGET)]
 
 
