@@ -31,6 +31,7 @@ BENCHES = [
     ("gpu", "bench_gpu"),
     ("compare", "bench_compare"),
     ("scope", "bench_scope"),
+    ("cache", "bench_cache"),
 ]
 
 

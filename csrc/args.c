@@ -248,3 +248,66 @@ shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs, 
     Py_XDECREF(kwnames);
     return rc;
 }
+
+int
+shp_arg_cuda_stream(PyObject *v, const char *owner, const char *param, void **out)
+{
+    static const char *const want =
+        "None, an int (a CUstream handle) or an object with __cuda_stream__ or cuda_stream";
+    PyObject *h = NULL;
+    int rc = -1;
+    if (PyLong_Check(v) && !PyBool_Check(v)) {
+        h = Py_NewRef(v);
+    }
+    else if (PyBool_Check(v)) {
+        return shp_arg_type_error(owner, param, want, v);
+    }
+    else {
+        /* the CUDA stream protocol: a method returning (version, handle) */
+        PyObject *proto = PyObject_GetAttrString(v, "__cuda_stream__");
+        if (proto != NULL) {
+            PyObject *r = PyCallable_Check(proto) ? PyObject_CallNoArgs(proto) : Py_NewRef(proto);
+            Py_DECREF(proto);
+            if (r == NULL)
+                return -1;
+            if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2)
+                h = Py_NewRef(PyTuple_GET_ITEM(r, 1));
+            else
+                shp_arg_type_error(owner, "__cuda_stream__() of the stream",
+                                   "a (version, handle) tuple", r);
+            Py_DECREF(r);
+            if (h == NULL)
+                return -1;
+        }
+        else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            h = PyObject_GetAttrString(v, "cuda_stream");   /* torch.cuda.Stream */
+            if (h == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                return shp_arg_type_error(owner, param, want, v);
+            }
+            if (h == NULL)
+                return -1;
+        }
+        else {
+            return -1;
+        }
+    }
+    if (!PyLong_Check(h) || PyBool_Check(h)) {
+        shp_arg_type_error(owner, "the stream's handle", "an int", h);
+        goto done;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(h);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            shp_arg_value_error(owner, param, "a stream handle (a pointer, not negative)", h);
+        }
+        goto done;
+    }
+    *out = (void *)(uintptr_t)u;
+    rc = 0;
+done:
+    Py_DECREF(h);
+    return rc;
+}

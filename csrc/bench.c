@@ -22,6 +22,9 @@ typedef struct {
     double target_rel_ci;             /* 0: not adaptive */
     double max_time_s;                /* 0: no limit */
     shp_device dev;
+    int cache_cold;                   /* cache="cold" */
+    int has_stream;                   /* stream= given (not None) */
+    void *stream;                     /* its CUstream handle */
 } bench_opts;
 
 #define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
@@ -93,11 +96,11 @@ as_positive_real(PyObject *v, const char *param, double *out, int below_one)
 enum {
     OPT_FUNC, OPT_NAME, OPT_DEVICE, OPT_NUM_WARMUP, OPT_NUM_ITERS, OPT_TRACK_RAM,
     OPT_TRACK_VRAM, OPT_SYNC_FN, OPT_TARGET_REL_CI, OPT_MAX_TIME_S, OPT_DISABLE_GC,
-    OPT_PROGRESS, N_OPTS
+    OPT_PROGRESS, OPT_CACHE, OPT_STREAM, N_OPTS
 };
 static const char *const opt_names[N_OPTS] = {
     "func", "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram",
-    "sync_fn", "target_rel_ci", "max_time_s", "disable_gc", "progress",
+    "sync_fn", "target_rel_ci", "max_time_s", "disable_gc", "progress", "cache", "stream",
 };
 /* func, then the harness's options; every other argument is func's. */
 static const shp_argspec bench_spec = {"benchmark_callable", opt_names, N_OPTS, 1, 1, 1};
@@ -138,6 +141,17 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     if (v[OPT_MAX_TIME_S] && as_positive_real(v[OPT_MAX_TIME_S], "max_time_s", &o->max_time_s, 0) < 0)
         return -1;
     if (v[OPT_SYNC_FN] && shp_arg_callable(v[OPT_SYNC_FN], FN, "sync_fn", 1, &sync_fn) < 0)
+        return -1;
+    if (v[OPT_CACHE] != NULL) {
+        PyObject *c = NULL;
+        if (shp_arg_str(v[OPT_CACHE], FN, "cache", 0, &c) < 0)
+            return -1;
+        o->cache_cold = PyUnicode_CompareWithASCIIString(c, "cold") == 0;
+        if (!o->cache_cold && PyUnicode_CompareWithASCIIString(c, "warm") != 0)
+            return shp_arg_value_error(FN, "cache", "'warm' or 'cold'", c);
+    }
+    o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
+    if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
         return -1;
     o->dev.kind = SHP_DEV_CPU;
     o->dev.ordinal = -1;
@@ -253,7 +267,8 @@ emit_warnings(shp_state *st, shp_Stats *s, double overhead_ns)
  * the sample buffer from `run`. */
 static shp_Stats *
 make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_bytes,
-           shp_peak_method method, size_t vram_base, int vram, double overhead_ns)
+           shp_peak_method method, size_t vram_base, int vram, double overhead_ns,
+           shp_extras *x)
 {
     shp_Stats *s = shp_stats_alloc(st);
     if (s == NULL)
@@ -264,6 +279,8 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     shp_summary sm;
     shp_summarize(run->samples, n, run->scratch, &sm);
     shp_stats_apply_summary(s, &sm);
+    if (shp_extras_fill(s, run, o->num_warmup, overhead_ns, p, x) < 0)
+        goto error;
     double *buf = run->samples;
     if (run->cap > n) {
         double *shrunk = PyMem_Realloc(buf, (size_t)n * sizeof(double));
@@ -339,9 +356,12 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     int window_open = 0, gc_held = 0, vram = 0;
     size_t vram_base = 0;
     double overhead_ns = 0;
+    shp_extras x;
     PyObject *result = NULL, *name = NULL;
 
-    if (parse_call(args, nargs, kwnames, &o, &p) < 0 || shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync) < 0)
+    if (parse_call(args, nargs, kwnames, &o, &p) < 0 ||
+        shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync) < 0 ||
+        shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream) < 0)
         goto done;
     if (ensure_overhead(st, &p, &overhead_ns) < 0)
         goto done;
@@ -355,10 +375,17 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                                                                                : SHP_ADAPTIVE_MAX_SAMPLES)
                                     : o.num_iters;
     Py_ssize_t cap = adaptive && o.num_iters < 1024 ? 1024 : o.num_iters;
-    if (shp_run_alloc(&run, cap, max_iters) < 0)
+    if (shp_run_alloc(&run, cap, max_iters) < 0 ||
+        shp_run_alloc_extras(&run, o.num_warmup, p.sync.gt.events) < 0)
         goto done;
     if (adaptive)
         run.target_met = 0;
+    /* the eviction buffer is resident before the RAM baseline is taken */
+    if (o.cache_cold) {
+        if (shp_llc_evictor_init(&p.llc) < 0)
+            goto done;
+        p.cold = 1;
+    }
 
     /* 1. baseline */
     shp_peak_method method = SHP_PEAK_OFF;
@@ -374,6 +401,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             run.vram_peak_used = vram_base;
         }
     }
+    shp_extras_watch_begin(st, &p);   /* NVML's first reading */
     /* 2. warm-up */
     if (shp_warmup_loop(&p, o.num_warmup, window_open ? &win : NULL, vram, &run, name) < 0)
         goto done;
@@ -403,6 +431,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (loop_rc < 0 && !interrupted)
         goto done;
 
+    if (p.nv_on)
+        shp_nvml_watch_end(st, &p.nv);
     int64_t ram_bytes = 0;
     if (window_open) {
         method = win.method;
@@ -412,7 +442,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (interrupted) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns);
+        shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns,
+                                  &x);
         if (s == NULL) {
             Py_XDECREF(type);
             Py_XDECREF(value);
@@ -424,10 +455,11 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(s);
         goto done;
     }
-    shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns);
+    shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns,
+                              &x);
     if (s == NULL)
         goto done;
-    if (emit_warnings(st, s, overhead_ns) < 0) {
+    if (emit_warnings(st, s, overhead_ns) < 0 || shp_extras_warn(st, s, &x, &p) < 0) {
         Py_DECREF(s);
         goto done;
     }

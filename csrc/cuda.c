@@ -77,6 +77,17 @@ static const shp_cuda_sym shp_cuda_syms[] = {
     {"cuCtxGetDevice", offsetof(shp_cuda, cuCtxGetDevice), 0},
     {"cuGetErrorName", offsetof(shp_cuda, cuGetErrorName), 0},
     {"cuGetErrorString", offsetof(shp_cuda, cuGetErrorString), 0},
+    /* GPU time, the L2 flush (cudatime.c): _v2 only where cuda.h remaps */
+    {"cuEventCreate", offsetof(shp_cuda, cuEventCreate), 0},
+    {"cuEventRecord", offsetof(shp_cuda, cuEventRecord), 0},
+    {"cuEventElapsedTime", offsetof(shp_cuda, cuEventElapsedTime), 0},
+    {"cuEventDestroy_v2", offsetof(shp_cuda, cuEventDestroy), 0},
+    {"cuStreamSynchronize", offsetof(shp_cuda, cuStreamSynchronize), 0},
+    {"cuDeviceGetAttribute", offsetof(shp_cuda, cuDeviceGetAttribute), 0},
+    {"cuMemAlloc_v2", offsetof(shp_cuda, cuMemAlloc), 0},
+    {"cuMemFree_v2", offsetof(shp_cuda, cuMemFree), 0},
+    {"cuMemsetD8Async", offsetof(shp_cuda, cuMemsetD8Async), 0},
+    {"cuDeviceGetPCIBusId", offsetof(shp_cuda, cuDeviceGetPCIBusId), 0},
 };
 
 #define SHP_NSYMS (sizeof(shp_cuda_syms) / sizeof(shp_cuda_syms[0]))
@@ -343,21 +354,23 @@ shp_cuda_current_fits(const shp_cuda *c, const shp_cuda_target *t, shp_CUresult 
     return dev == (shp_CUdevice)t->ordinal;
 }
 
-/* The two operations run under the binding below. */
-typedef enum { SHP_OP_SYNC, SHP_OP_MEMINFO } shp_cuda_op;
-
+/* The operations run under the binding below. */
 static shp_CUresult
-shp_cuda_do(const shp_cuda *c, shp_cuda_op op, size_t *free_b, size_t *total_b)
+shp_cuda_do_sync(const shp_cuda *c, void *arg)
 {
-    if (op == SHP_OP_SYNC) {
-        return c->cuCtxSynchronize();
-    }
-    return c->cuMemGetInfo(free_b, total_b);
+    (void)arg;
+    return c->cuCtxSynchronize();
 }
 
 static shp_CUresult
-shp_cuda_bound(shp_state *st, const shp_cuda_target *t, shp_cuda_op op,
-               size_t *free_b, size_t *total_b)
+shp_cuda_do_meminfo(const shp_cuda *c, void *arg)
+{
+    size_t **out = arg;   /* {free, total} */
+    return c->cuMemGetInfo(out[0], out[1]);
+}
+
+shp_CUresult
+shp_cuda_call_nogil(shp_state *st, const shp_cuda_target *t, shp_cuda_bound_fn fn, void *arg)
 {
     const shp_cuda *c = &st->cuda;
     shp_CUcontext cur = NULL;
@@ -379,14 +392,14 @@ shp_cuda_bound(shp_state *st, const shp_cuda_target *t, shp_cuda_op op,
             return rc;
         }
         if (fits) {
-            return shp_cuda_do(c, op, free_b, total_b);
+            return fn(c, arg);
         }
     }
     rc = c->cuCtxPushCurrent(t->primary);
     if (rc != SHP_CUDA_SUCCESS) {
         return rc;
     }
-    rc = shp_cuda_do(c, op, free_b, total_b);
+    rc = fn(c, arg);
     /* Always pop, even after a failure, so the thread's stack is left as
      * the user had it; the first error is the one reported. */
     rc_pop = c->cuCtxPopCurrent(&popped);
@@ -396,16 +409,18 @@ shp_cuda_bound(shp_state *st, const shp_cuda_target *t, shp_cuda_op op,
 shp_CUresult
 shp_cuda_sync_nogil(shp_state *st, const shp_cuda_target *t)
 {
-    return shp_cuda_bound(st, t, SHP_OP_SYNC, NULL, NULL);
+    return shp_cuda_call_nogil(st, t, shp_cuda_do_sync, NULL);
 }
 
 shp_CUresult
 shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
                        size_t *free_b, size_t *total_b)
 {
+    size_t *out[2] = {free_b, total_b};
+
     *free_b = 0;
     *total_b = 0;
-    return shp_cuda_bound(st, t, SHP_OP_MEMINFO, free_b, total_b);
+    return shp_cuda_call_nogil(st, t, shp_cuda_do_meminfo, out);
 }
 
 /* ---- targets ------------------------------------------------------------------- */

@@ -44,6 +44,7 @@ shp_field_get(PyObject *self, const shp_field *f)
         return Py_NewRef(AS_OBJ(self, f));
     case SHP_F_OPT_STR:
     case SHP_F_OPT_DICT:
+    case SHP_F_OPT_FLOATS:
         return Py_NewRef(AS_OBJ(self, f) ? AS_OBJ(self, f) : Py_None);
     case SHP_F_DOUBLE:
         return PyFloat_FromDouble(AS_DBL(self, f));
@@ -117,6 +118,35 @@ shp_field_set(PyObject *self, const shp_field *f, PyObject *value)
             return type_error(self, f, "a dict or None", value);
         Py_XSETREF(AS_OBJ(self, f), Py_NewRef(value));
         return 0;
+    case SHP_F_OPT_FLOATS: {
+        if (is_none) {
+            Py_CLEAR(AS_OBJ(self, f));
+            return 0;
+        }
+        if (!PyList_Check(value) && !PyTuple_Check(value))
+            return type_error(self, f, "a list or tuple of real numbers, or None", value);
+        /* a private copy: the caller's list may change later */
+        PyObject *seq = PySequence_Tuple(value);
+        if (seq == NULL)
+            return -1;
+        Py_ssize_t n = PyTuple_GET_SIZE(seq);
+        PyObject *t = PyTuple_New(n);
+        for (Py_ssize_t i = 0; t != NULL && i < n; i++) {
+            double d;
+            PyObject *x = NULL;
+            if (shp_arg_real(PyTuple_GET_ITEM(seq, i), shp_type_short_name(Py_TYPE(self)),
+                             f->name, &d) < 0 ||
+                (x = PyFloat_FromDouble(d)) == NULL)
+                Py_CLEAR(t);
+            else
+                PyTuple_SET_ITEM(t, i, x);
+        }
+        Py_DECREF(seq);
+        if (t == NULL)
+            return -1;
+        Py_XSETREF(AS_OBJ(self, f), t);
+        return 0;
+    }
     case SHP_F_DOUBLE:
     case SHP_F_OPT_DOUBLE: {
         double d;
@@ -163,6 +193,7 @@ shp_fields_set_defaults(PyObject *self, const shp_field *fields)
         case SHP_F_STR:
         case SHP_F_OPT_STR:
         case SHP_F_OPT_DICT:
+        case SHP_F_OPT_FLOATS:
             Py_CLEAR(AS_OBJ(self, f));
             break;
         case SHP_F_DOUBLE:
@@ -245,6 +276,22 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
         PyObject *r = PyDict_Copy(d);
         Py_DECREF(d);
         return r;
+    }
+    if (f->kind == SHP_F_OPT_FLOATS && AS_OBJ(self, f) != NULL) {
+        /* a list (JSON has no tuple), each item rounded like the field */
+        PyObject *t = AS_OBJ(self, f);
+        Py_ssize_t n = PyTuple_GET_SIZE(t);
+        PyObject *l = PyList_New(n);
+        for (Py_ssize_t i = 0; l != NULL && i < n; i++) {
+            double r = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, i));
+            PyObject *x = NULL;
+            if ((nd >= 0 && shp_round_digits(r, nd, &r) < 0) ||
+                (x = PyFloat_FromDouble(r)) == NULL)
+                Py_CLEAR(l);
+            else
+                PyList_SET_ITEM(l, i, x);
+        }
+        return l;
     }
     return shp_field_get(self, f);
 }
@@ -337,7 +384,8 @@ is_set(PyObject *self, const shp_field *f)
 {
     switch (f->kind) {
     case SHP_F_OPT_STR:
-    case SHP_F_OPT_DICT: return AS_OBJ(self, f) != NULL;
+    case SHP_F_OPT_DICT:
+    case SHP_F_OPT_FLOATS: return AS_OBJ(self, f) != NULL;
     case SHP_F_OPT_DOUBLE: return !isnan(AS_DBL(self, f));
     case SHP_F_OPT_COUNT: return AS_SSZ(self, f) >= 0;
     case SHP_F_OPT_BOOL: return AS_INT(self, f) >= 0;
@@ -402,6 +450,25 @@ shp_fields_equal(PyObject *a, PyObject *b, const shp_field *fields)
             if (AS_INT(a, f) != AS_INT(b, f))
                 return 0;
             break;
+        case SHP_F_OPT_FLOATS: {
+            /* item by item, NaN == NaN like the double fields (a tuple's own
+             * == compares NaN objects by identity first, so copies differ) */
+            PyObject *x = AS_OBJ(a, f), *y = AS_OBJ(b, f);
+            if (x == NULL || y == NULL) {
+                if (x != y)
+                    return 0;
+                break;
+            }
+            if (PyTuple_GET_SIZE(x) != PyTuple_GET_SIZE(y))
+                return 0;
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(x); i++) {
+                double u = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(x, i));
+                double v = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(y, i));
+                if (!(u == v || (isnan(u) && isnan(v))))
+                    return 0;
+            }
+            break;
+        }
         default: {
             PyObject *x = AS_OBJ(a, f), *y = AS_OBJ(b, f);
             if (x == NULL || y == NULL) {
@@ -446,7 +513,8 @@ int
 shp_fields_traverse(PyObject *self, const shp_field *fields, visitproc visit, void *arg)
 {
     for (const shp_field *f = fields; f->name != NULL; f++)
-        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT)
+        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT ||
+            f->kind == SHP_F_OPT_FLOATS)
             Py_VISIT(AS_OBJ(self, f));
     return 0;
 }
@@ -455,6 +523,7 @@ void
 shp_fields_clear(PyObject *self, const shp_field *fields)
 {
     for (const shp_field *f = fields; f->name != NULL; f++)
-        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT)
+        if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT ||
+            f->kind == SHP_F_OPT_FLOATS)
             Py_CLEAR(AS_OBJ(self, f));
 }

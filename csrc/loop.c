@@ -11,6 +11,12 @@
  * telemetry, signal checks, progress, adaptive stopping -- happens between
  * t1 and the next iteration's opening sync.  Samples are integer-valued
  * nanoseconds in a C buffer of doubles.
+ *
+ * Before the opening sync, cache="cold" evicts the caches (cachecold.c, and
+ * the GPU's L2 through cudatime.c).  On the native CUDA path with events, the
+ * start event is recorded after the opening sync and before t0, the end
+ * event inside the closing sync's GIL-released block, and the host's part
+ * (t0 to the call's return: one clock read) is kept beside the sample.
  */
 #include "profiling.h"
 
@@ -27,6 +33,7 @@ shp_call_clear(shp_call *p)
     Py_CLEAR(p->kwnames);
     Py_CLEAR(p->func);
     shp_sync_clear(&p->sync);
+    shp_llc_evictor_free(&p->llc);
 }
 
 /* ---- between iterations ------------------------------------------------------ */
@@ -60,6 +67,16 @@ grow(shp_run *run, shp_hwm_window *ram)
     if (c == NULL)
         return PyErr_NoMemory(), -1;
     run->scratch = c;
+    if (run->gpu != NULL) {
+        double *g = PyMem_Realloc(run->gpu, (size_t)ncap * sizeof(double));
+        if (g == NULL)
+            return PyErr_NoMemory(), -1;
+        run->gpu = g;
+        double *h = PyMem_Realloc(run->host, (size_t)ncap * sizeof(double));
+        if (h == NULL)
+            return PyErr_NoMemory(), -1;
+        run->host = h;
+    }
     memset(run->samples + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
     memset(run->scratch + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
     run->cap = ncap;
@@ -84,7 +101,52 @@ after_call(shp_call *p, PyObject *r, shp_hwm_window *ram, int vram, shp_run *run
     if (vram)
         vram_sample(p, run);
     Py_DECREF(r);
+    if (p->nv_on)
+        shp_nvml_watch_sample(p->sync.st, &p->nv, shp_now_ns(), 0);
     return PyErr_CheckSignals();
+}
+
+/* cache="cold": before a call, outside the timed region, push its data out
+ * of the CPU's last-level cache and the GPU's L2.  The GIL is released: this
+ * is plain memory traffic and a device wait.  0 / -1. */
+static int
+evict_caches(shp_call *p)
+{
+    shp_CUresult rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    shp_llc_evict(&p->llc);
+    if (p->sync.gt.l2_bytes > 0)
+        rc = shp_cuda_l2_flush_nogil(p->sync.st, &p->sync.cuda, &p->sync.gt);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return shp_cuda_raise(p->sync.st, rc, "cache='cold': the L2 flush (cuMemsetD8Async) failed");
+    return 0;
+}
+
+/* Record the start event (after the opening sync, before t0).  0 / -1. */
+static int
+start_event(shp_sync *s)
+{
+    shp_CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_timer_start_nogil(s->st, &s->cuda, &s->gt);
+    Py_END_ALLOW_THREADS
+    return rc != 0 ? shp_cuda_raise(s->st, rc, "cuEventRecord failed") : 0;
+}
+
+/* The GPU time between the events, after the closing sync (ns).  0 / -1. */
+static int
+read_event(shp_sync *s, double *out_ns)
+{
+    float ms = 0;
+    shp_CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_timer_elapsed_nogil(s->st, &s->cuda, &s->gt, &ms);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return shp_cuda_raise(s->st, rc, "cuEventElapsedTime failed");
+    *out_ns = (double)ms * 1e6;
+    return 0;
 }
 
 typedef enum { PHASE_WARMUP, PHASE_TIMED } phase;
@@ -108,6 +170,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
     int64_t deadline = max_time_ns > 0 && max_time_ns < INT64_MAX - run->start_ns
                            ? run->start_ns + max_time_ns : INT64_MAX;
     Py_ssize_t total = adaptive ? 0 : min_iters;
+    int events = p->sync.gt.events && run->gpu != NULL;
     for (Py_ssize_t i = 0;; i++) {
         if (i >= min_iters) {
             if (!adaptive)
@@ -130,22 +193,43 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (i == run->cap && grow(run, ram) < 0)
             return -1;
 
+        if (p->cold && evict_caches(p) < 0)
+            return -1;
         if (shp_sync_call(&p->sync, NULL) < 0) {
             shp_note_current(sync_note, name, "before timed", i, min_iters);
             return -1;
         }
+        if (events && start_event(&p->sync) < 0)
+            return -1;
         t0 = shp_now_ns();
         PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
         if (r == NULL) {
             shp_note_current(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
             return -1;
         }
-        if (shp_sync_call(&p->sync, &t1) < 0) {
+        /* with events, also when the host was done: what follows until t1 is
+         * the wait for the device */
+        int64_t t_ret = 0;
+        if (events) {
+            t_ret = shp_now_ns();
+            p->sync.recording = 1;
+        }
+        int sync_rc = shp_sync_call(&p->sync, &t1);
+        if (events)
+            p->sync.recording = 0;
+        if (sync_rc < 0) {
             Py_DECREF(r);
             shp_note_current(sync_note, name, "after timed", i, min_iters);
             return -1;
         }
         /* ---- outside the timed region ---- */
+        if (events) {
+            if (read_event(&p->sync, &run->gpu[i]) < 0) {
+                Py_DECREF(r);
+                return -1;
+            }
+            run->host[i] = (double)(t_ret - t0);
+        }
         run->samples[i] = (double)(t1 - t0);
         run->n = i + 1;
         if (after_call(p, r, ram, vram, run) < 0 ||
@@ -159,17 +243,27 @@ int
 shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_run *run,
                 PyObject *name)
 {
+    int64_t t0, t1 = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (p->cold && evict_caches(p) < 0)
+            return -1;
+        if (i == 0 && p->sync.kind != SHP_SYNC_NONE && shp_sync_call(&p->sync, NULL) < 0) {
+            shp_note_current(sync_note, name, "before warm-up", i, n);
+            return -1;
+        }
+        t0 = shp_now_ns();
         PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
         if (r == NULL) {
             shp_note_current(func_note, name, phase_names[PHASE_WARMUP], i, n);
             return -1;
         }
-        if (shp_sync_call(&p->sync, NULL) < 0) {
+        if (shp_sync_call(&p->sync, &t1) < 0) {
             Py_DECREF(r);
             shp_note_current(sync_note, name, "after warm-up", i, n);
             return -1;
         }
+        if (run->warm != NULL)
+            run->warm[i] = (double)(t1 - t0);
         if (after_call(p, r, ram, vram, run) < 0)
             return -1;
     }
@@ -197,10 +291,28 @@ shp_run_alloc(shp_run *run, Py_ssize_t cap, Py_ssize_t max_iters)
     return 0;
 }
 
+int
+shp_run_alloc_extras(shp_run *run, Py_ssize_t nwarm, int gpu)
+{
+    run->warm = PyMem_Calloc((size_t)(nwarm > 0 ? nwarm : 1), sizeof(double));
+    if (run->warm == NULL)
+        return PyErr_NoMemory(), -1;
+    if (gpu) {
+        run->gpu = PyMem_Calloc((size_t)run->cap, sizeof(double));
+        run->host = PyMem_Calloc((size_t)run->cap, sizeof(double));
+        if (run->gpu == NULL || run->host == NULL)
+            return PyErr_NoMemory(), -1;
+    }
+    return 0;
+}
+
 void
 shp_run_free(shp_run *run)
 {
     PyMem_Free(run->samples);
     PyMem_Free(run->scratch);
-    run->samples = run->scratch = NULL;
+    PyMem_Free(run->warm);
+    PyMem_Free(run->gpu);
+    PyMem_Free(run->host);
+    run->samples = run->scratch = run->warm = run->gpu = run->host = NULL;
 }

@@ -124,18 +124,29 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 #define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
+static PyObject *
+shp_llc_info(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    const char *source = NULL;
+    size_t n = shp_llc_bytes(&source);
+    return Py_BuildValue("[ns]", (Py_ssize_t)n, source);
+}
+
 static PyMethodDef shp_methods[] = {
     {"benchmark_callable", FASTKW(shp_benchmark_callable),
      "benchmark_callable($module, func, /, *args, name='BenchmarkTarget', device='CPU',\n"
      "                   num_warmup=10, num_iters=50, track_ram=True, track_vram=True,\n"
      "                   sync_fn=None, target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
-     "                   progress=None, **kwargs)\n--\n\n"
+     "                   progress=None, cache='warm', stream=None, **kwargs)\n--\n\n"
      "-> BenchmarkStats\n\n"
      "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
      "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
      "ordinal 1) syncs with the CUDA driver's cuCtxSynchronize unless sync_fn is given.\n"
      "target_rel_ci makes num_iters a minimum and runs on until the median's 95% CI\n"
-     "half-width is within that fraction of the median, or max_time_s (default 30) is spent."},
+     "half-width is within that fraction of the median, or max_time_s (default 30) is spent.\n"
+     "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
      "                       baseline=None, param=None, format='markdown')\n--\n\n"
@@ -168,6 +179,8 @@ static PyMethodDef shp_methods[] = {
     {"_set_default_profiler", shp_set_default_profiler, METH_O,
      "Name the profiler Timer(profiler=None) records into (the package's module-level\n"
      "`profiler`), or None for none."},
+    {"_llc_bytes", shp_llc_info, METH_NOARGS,
+     "The last-level cache size cache='cold' evicts, in bytes, and where it came from."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -300,8 +313,10 @@ shp_free(void *m)
 {
     shp_state *st = PyModule_GetState((PyObject *)m);
     shp_clear((PyObject *)m);
-    if (st != NULL)
+    if (st != NULL) {
+        shp_nvml_teardown(st);
         shp_cuda_teardown(st);
+    }
 }
 
 static PyModuleDef_Slot shp_slots[] = {

@@ -6,7 +6,8 @@
  * reads the sources and fails on a call cycle or a .c file over 620 lines).
  *
  *  0. leaves -- the platform and plain C-API helpers; call no other file
- *     (env.c: only the clock and memory.c; cuda.c: only dynlib.c)
+ *     (env.c: only the clock and memory.c; cuda.c: only dynlib.c; cudatime.c: only
+ *     the driver binding)
  *     clock.c     monotonic nanosecond clock (the clock of time.perf_counter)
  *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
  *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
@@ -17,6 +18,9 @@
  *     device.c    what a device label means (CPU / CUDA[:n] / providers / MPS)
  *     notes.c     PEP 678 notes on a user's exception
  *     env.c       the environment record attached to every result
+ *     cachecold.c the CPU's last-level cache: its size, evicting it
+ *     nvml.c      NVML loaded at run time: clocks, throttling, power, processes
+ *     cudatime.c  GPU time by CUDA events, the L2 flush (calls only cuda.c)
  *  1. computation -- pure functions on C arrays or strings
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
@@ -38,6 +42,7 @@
  *     progress.c  the progress line on stderr
  *     gcguard.c   the collector held off / collected around the timed loop
  *     loop.c      the warm-up and timed loops, the sample buffers
+ *     extras.c    a result's cold-start, GPU-time and NVML fields, their warnings
  *     bench.c     benchmark_callable: options, the overhead floor, the result
  *  6. module.c    module init, method table, module state, test hooks
  *
@@ -174,6 +179,9 @@ int shp_cuda_override(char *buf, size_t size);
 typedef int shp_CUresult;
 typedef int shp_CUdevice;
 typedef struct shp_CUctx_st *shp_CUcontext;
+typedef struct shp_CUstream_st *shp_CUstream;
+typedef struct shp_CUevent_st *shp_CUevent;
+typedef unsigned long long shp_CUdeviceptr;   /* 64-bit in the _v2 ABI */
 
 typedef struct {
     void *lib;                 /* dlopen / LoadLibrary handle, NULL if not loaded */
@@ -199,12 +207,48 @@ typedef struct {
     shp_CUresult (*cuCtxGetDevice)(shp_CUdevice *);
     shp_CUresult (*cuGetErrorName)(shp_CUresult, const char **);
     shp_CUresult (*cuGetErrorString)(shp_CUresult, const char **);
+    /* optional, for GPU time and cache="cold" (cudatime.c); ABI names checked
+     * against cuda.h: only cuEventDestroy and the allocation calls are versioned */
+    shp_CUresult (*cuEventCreate)(shp_CUevent *, unsigned int);
+    shp_CUresult (*cuEventRecord)(shp_CUevent, shp_CUstream);
+    shp_CUresult (*cuEventElapsedTime)(float *, shp_CUevent, shp_CUevent);
+    shp_CUresult (*cuEventDestroy)(shp_CUevent);                    /* _v2 */
+    shp_CUresult (*cuStreamSynchronize)(shp_CUstream);
+    shp_CUresult (*cuDeviceGetAttribute)(int *, int, shp_CUdevice);
+    shp_CUresult (*cuMemAlloc)(shp_CUdeviceptr *, size_t);          /* _v2 */
+    shp_CUresult (*cuMemFree)(shp_CUdeviceptr);                     /* _v2 */
+    shp_CUresult (*cuMemsetD8Async)(shp_CUdeviceptr, unsigned char, size_t, shp_CUstream);
+    shp_CUresult (*cuDeviceGetPCIBusId)(char *, int, shp_CUdevice);
     /* primary contexts this module retained, released at module teardown */
     shp_CUcontext primary[SHP_MAX_CUDA_DEVICES];
     /* serialises loading and retaining (which run without the GIL); made at
      * the first use, under the GIL; never waited for with the GIL held */
     PyThread_type_lock mu;
 } shp_cuda;
+
+/* ---- NVML table (nvml.c) ------------------------------------------------ */
+
+typedef int shp_nvmlReturn;
+typedef struct shp_nvmlDevice_st *shp_nvmlDevice;
+
+typedef struct {
+    void *lib;
+    int load_state;            /* 0 not tried, 1 ready, -1 unavailable */
+    char why[256];
+    void *lock;                /* PyThread_type_lock around the load */
+    /* required */
+    shp_nvmlReturn (*nvmlInit)(void);                                        /* _v2 */
+    shp_nvmlReturn (*nvmlShutdown)(void);
+    shp_nvmlReturn (*nvmlDeviceGetHandleByIndex)(unsigned int, shp_nvmlDevice *); /* _v2 */
+    /* optional: each missing one makes its readings "not available" */
+    shp_nvmlReturn (*nvmlDeviceGetHandleByPciBusId)(const char *, shp_nvmlDevice *); /* _v2 */
+    shp_nvmlReturn (*nvmlDeviceGetClockInfo)(shp_nvmlDevice, int, unsigned int *);
+    shp_nvmlReturn (*nvmlDeviceGetClocksEventReasons)(shp_nvmlDevice, unsigned long long *);
+    shp_nvmlReturn (*nvmlDeviceGetTemperature)(shp_nvmlDevice, int, unsigned int *);
+    shp_nvmlReturn (*nvmlDeviceGetPowerUsage)(shp_nvmlDevice, unsigned int *);
+    shp_nvmlReturn (*nvmlDeviceGetComputeRunningProcesses)(shp_nvmlDevice, unsigned int *, void *);
+    int process_info_size;     /* 24 for the _v3 / _v2 layout, 16 for the first */
+} shp_nvml;
 
 /* ---- module state (defined here so that leaves can take it) ------------- */
 
@@ -225,6 +269,7 @@ typedef struct {
     PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
     shp_cuda cuda;
+    shp_nvml nvml;
 } shp_state;
 
 /* The module definition (module.c); data, so reading it calls nothing. */
@@ -288,6 +333,14 @@ shp_CUresult shp_cuda_sync_nogil(shp_state *st, const shp_cuda_target *t);
 shp_CUresult shp_cuda_meminfo_nogil(shp_state *st, const shp_cuda_target *t,
                                     size_t *free_b, size_t *total_b);
 
+/* Run fn(&st->cuda, arg) with the target's context current: the thread's
+ * own when it fits, else the primary context pushed around the call and
+ * popped after it (also after a failure).  Needs no GIL; fn must not touch
+ * Python.  Returns fn's CUresult, or the binding's when that failed. */
+typedef shp_CUresult (*shp_cuda_bound_fn)(const shp_cuda *c, void *arg);
+shp_CUresult shp_cuda_call_nogil(shp_state *st, const shp_cuda_target *t, shp_cuda_bound_fn fn,
+                                 void *arg);
+
 /* Set RuntimeError "<what>: CUDA_ERROR_X (code): description"; returns -1. */
 int shp_cuda_raise(shp_state *st, shp_CUresult rc, const char *what);
 
@@ -327,6 +380,10 @@ int shp_arg_real(PyObject *v, const char *owner, const char *param, double *out)
 int shp_arg_flag(PyObject *v, int *out);
 /* A str (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
 int shp_arg_str(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out);
+/* A CUDA stream handle: an int (a raw CUstream), or an object with
+ * __cuda_stream__() returning (version, handle) or a cuda_stream attribute;
+ * may run the object's code.  0 / -1. */
+int shp_arg_cuda_stream(PyObject *v, const char *owner, const char *param, void **out);
 /* A callable (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
 int shp_arg_callable(PyObject *v, const char *owner, const char *param, int none_ok,
                      PyObject **out);
@@ -437,6 +494,123 @@ PyObject *shp_env_dict(shp_state *st);
 /* 1. computation                                                           */
 /* ======================================================================== */
 
+/* ---- cachecold.c: evicting the CPU's last-level cache --------------------- */
+
+/* Size of the last-level cache of the CPU in bytes and where it came from
+ * ("SPATIALHUB_LLC_BYTES" when that is set to a positive integer, "sysfs", "sysconf", "sysctl", "GetLogicalProcessorInformation", or
+ * "assumed" with SHP_LLC_ASSUMED_BYTES when nothing answers).  Read once
+ * and cached (process-wide: it is a property of the machine).  Never fails. */
+#define SHP_LLC_ASSUMED_BYTES (32u << 20)
+size_t shp_llc_bytes(const char **source);
+
+/* A buffer that evicts the LLC when written and read: SHP_LLC_EVICT_FACTOR
+ * times its size.  Created once per cold-cache run. */
+#define SHP_LLC_EVICT_FACTOR 2
+#define SHP_LLC_EVICT_MAX ((size_t)1 << 30)   /* 1 GiB at most */
+typedef struct {
+    unsigned char *buf;
+    size_t size;
+} shp_llc_evictor;
+
+/* Allocate and touch the buffer (so its pages are resident before any RSS
+ * baseline).  0, or -1 with MemoryError. */
+int shp_llc_evictor_init(shp_llc_evictor *e);
+/* Write every cache line of the buffer, then read it back; the GIL may be
+ * released around it (no Python calls).  Never fails. */
+void shp_llc_evict(shp_llc_evictor *e);
+/* Free the buffer; safe on a zeroed or freed evictor. */
+void shp_llc_evictor_free(shp_llc_evictor *e);
+
+/* ---- cudatime.c: GPU time by CUDA events, the device L2 flush ----------- */
+
+/*
+ * Per-benchmark GPU instruments on one target and stream.  Events are
+ * recorded around each timed call on `stream` (NULL: the legacy default
+ * stream); the L2 buffer is memset on that stream before a cold call.
+ */
+typedef struct {
+    shp_CUstream stream;
+    shp_CUevent start, end;
+    int events;                 /* events created: GPU time is measured */
+    shp_CUdeviceptr l2_buf;
+    size_t l2_bytes;            /* > 0: the L2 flush is ready */
+    unsigned char fill;         /* memset value, changed every flush */
+} shp_cuda_timer;
+
+/* Create the two events.  0 and g->events = 1; 0 and g->events = 0 with
+ * *why filled (missing entry points, or cuEventCreate failing: the run goes
+ * on with wall time alone); never raises.  Takes the GIL as given and
+ * releases it around the driver calls. */
+int shp_cuda_timer_events(shp_state *st, const shp_cuda_target *t, shp_cuda_timer *g,
+                          char *why, size_t why_size);
+/* Allocate the L2 flush buffer (L2 size from cuDeviceGetAttribute).  0, or
+ * -1 with RuntimeError (cache="cold" was asked for and cannot be given). */
+int shp_cuda_timer_l2(shp_state *st, const shp_cuda_target *t, shp_cuda_timer *g);
+/* Record the start event.  Needs no GIL; the CUresult. */
+shp_CUresult shp_cuda_timer_start_nogil(shp_state *st, const shp_cuda_target *t,
+                                        shp_cuda_timer *g);
+/* Record the end event, then synchronise the context.  Needs no GIL. */
+shp_CUresult shp_cuda_timer_stop_sync_nogil(shp_state *st, const shp_cuda_target *t,
+                                            shp_cuda_timer *g);
+/* Elapsed ms between the two (both complete after the sync).  No GIL. */
+shp_CUresult shp_cuda_timer_elapsed_nogil(shp_state *st, const shp_cuda_target *t,
+                                          shp_cuda_timer *g, float *ms);
+/* Write the L2 flush buffer on the stream and wait for it.  No GIL. */
+shp_CUresult shp_cuda_l2_flush_nogil(shp_state *st, const shp_cuda_target *t, shp_cuda_timer *g);
+/* The PCI bus id of a CUDA device ("0000:65:00.0") into buf; 0, or -1
+ * (no exception) when the driver cannot say.  Needs no context. */
+int shp_cuda_pci_bus_id(shp_state *st, int ordinal, char *buf, int n);
+/* Destroy the events and free the buffer (GIL released inside); never
+ * fails (a failure at teardown only leaks device memory). */
+void shp_cuda_timer_free(shp_state *st, const shp_cuda_target *t, shp_cuda_timer *g);
+
+/* ---- nvml.c: clocks, throttling, temperature, power, per-process memory -- */
+
+#define SHP_NVML_PERIOD_NS 50000000LL   /* at most 20 samples a second */
+#define SHP_NVML_CLOCK_MOVE 0.10        /* warn when the SM clock moved > 10% */
+/* Throttle reasons that slow a benchmark down (idle, application clocks and
+ * display clocks are not slowdowns, and sync boost is a multi-GPU policy). */
+#define SHP_NVML_SLOWDOWNS 0xECULL       /* SwPowerCap, HwSlowdown, Sw/HwThermal, PowerBrake */
+
+/* What NVML saw of one device during one benchmark; -1: not available. */
+typedef struct {
+    shp_nvmlDevice dev;         /* NULL: NVML unavailable for this device */
+    const char *why;            /* when dev is NULL: why (static storage) */
+    long long clock_start, clock_end, clock_min, clock_max;   /* MHz */
+    long long temp_start, temp_end, temp_max;                 /* C */
+    long long power_start, power_end, power_max;              /* mW */
+    unsigned long long reasons;  /* every throttle reason seen (OR) */
+    int reasons_ok;
+    Py_ssize_t samples;
+    int64_t last_ns;
+    /* per-process memory, read at the end */
+    long long proc_bytes;        /* this process; -1 unknown */
+    Py_ssize_t others;           /* other processes on the device; -1 unknown */
+    long long others_bytes;
+} shp_nvml_watch;
+
+/* Load NVML once (libnvidia-ml.so.1 / nvml.dll / SPATIALHUB_LIBNVML) and
+ * call nvmlInit_v2, with the GIL released around both under a lock.
+ * 1 ready, 0 unavailable (reason in st->nvml.why); never raises; call with
+ * the GIL held. */
+int shp_nvml_load(shp_state *st);
+/* Start watching CUDA device `ordinal` (NVML found by its PCI bus id when
+ * given, else by index): the first sample.  Never fails (an unavailable
+ * NVML leaves w->dev NULL); releases the GIL around the NVML calls. */
+void shp_nvml_watch_begin(shp_state *st, shp_nvml_watch *w, int ordinal, const char *pci_bus_id,
+                          int64_t now);
+/* A sample, unless the last one is under SHP_NVML_PERIOD_NS older than `now`
+ * (the caller's clock; force: take it anyway).  Never fails; releases the GIL when it samples. */
+void shp_nvml_watch_sample(shp_state *st, shp_nvml_watch *w, int64_t now, int force);
+/* The last sample and the per-process memory.  Never fails. */
+void shp_nvml_watch_end(shp_state *st, shp_nvml_watch *w);
+/* The gpu_telemetry dict of a watch (new reference), or NULL with an error. */
+PyObject *shp_nvml_watch_dict(const shp_nvml_watch *w);
+/* Names of the reasons in `mask`, comma-separated, into buf. */
+void shp_nvml_reason_names(unsigned long long mask, char *buf, size_t n);
+/* nvmlShutdown once loaded (module teardown). */
+void shp_nvml_teardown(shp_state *st);
+
 /* ---- summary.c ---------------------------------------------------------- */
 
 typedef struct {
@@ -454,6 +628,26 @@ typedef struct {
  * Never fails.
  */
 void shp_summarize(const double *x, Py_ssize_t n, double *scratch, shp_summary *out);
+
+/*
+ * Cold start: every call's time in order is warm[0..nwarm) then
+ * timed[0..n_timed) (ms).  Returns the number of calls made before the series
+ * settled -- the first index whose window of calls has a median within
+ * SHP_SETTLE_TOL of the steady state (the median of the last half of the
+ * timed calls, at most the last SHP_SETTLE_MAX_TAIL) or within `floor` of it
+ * -- or -1 when there are too few timed calls to say (fewer than
+ * SHP_SETTLE_MIN_TIMED).  *head receives the median of the first window of
+ * timed calls and *steady the steady state (both NaN with -1).  No
+ * allocation, never fails; O(SHP_SETTLE_MAX_TAIL + settle * window).
+ */
+#define SHP_SETTLE_TOL 0.10
+#define SHP_SETTLE_MIN_TIMED 20
+#define SHP_SETTLE_MAX_TAIL 1000
+#define SHP_SETTLE_WARN 0.25   /* the warning: first timed window 25% above steady */
+Py_ssize_t shp_settle_calls(const double *warm, Py_ssize_t nwarm, const double *timed,
+                            Py_ssize_t n_timed, double floor, double *head, double *steady);
+/* The window shp_settle_calls uses for n_timed timed calls. */
+Py_ssize_t shp_settle_window(Py_ssize_t n_timed);
 
 /* Only the median and its 95% CI (for adaptive stopping); same contract. */
 void shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
@@ -552,6 +746,7 @@ typedef enum {
     SHP_F_OPT_COUNT,  /* Py_ssize_t >= 0, -1 means None */
     SHP_F_OPT_BOOL,   /* int: -1 None, 0 False, 1 True */
     SHP_F_OPT_DICT,   /* PyObject* dict or None (NULL) */
+    SHP_F_OPT_FLOATS, /* PyObject* tuple of floats or None (NULL); a list in to_dict */
 } shp_field_kind;
 
 typedef enum { SHP_R_NONE, SHP_R_MS, SHP_R_FPS, SHP_R_MB, SHP_R_RATIO } shp_round;
@@ -622,6 +817,16 @@ typedef struct {
     double torch_max_allocated_mb;
     PyObject *params;
     PyObject *env;
+    /* cold start and cache state (NaN / -1 / NULL mean None) */
+    double first_call_ms;
+    PyObject *warmup_ms;        /* tuple of floats, the warm-up calls' times */
+    Py_ssize_t settle_calls;
+    PyObject *cache;            /* "warm" / "cold" */
+    /* GPU time by CUDA events (NaN / NULL: not measured) */
+    double gpu_median_ms, gpu_p95_ms, host_share;
+    double host_median_ms;      /* not a field: quoted by the launch-bound warning */
+    PyObject *gpu_samples_ms;   /* tuple of floats */
+    PyObject *gpu_telemetry;    /* dict: NVML clocks, throttling, power, processes */
     /* raw samples (ms), owned by samples_owner (a capsule that frees them);
      * exposed as read-only NumPy views whose base is that capsule */
     double *samples;
@@ -800,6 +1005,8 @@ typedef struct {
     shp_cuda_target cuda;     /* SHP_SYNC_NATIVE, and VRAM telemetry */
     int have_cuda;            /* cuda is initialised */
     shp_state *st;
+    shp_cuda_timer gt;        /* CUDA events and the L2 flush buffer (cudatime.c) */
+    int recording;            /* this sync also records gt.end, just before it */
 } shp_sync;
 
 /*
@@ -811,11 +1018,15 @@ typedef struct {
  * BenchmarkWarning says why not.  0 / -1; shp_sync_clear() either way.
  */
 int shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p);
-/* Drop the reference p holds.  Never fails. */
+/* Drop the reference p holds, free its events and L2 buffer.  Never fails. */
 void shp_sync_clear(shp_sync *p);
 /* Call the Python sync; *t_after (if given) is read right after it returns.
  * A non-zero integer result is an error code: RuntimeError.  0 / -1. */
 int shp_sync_python(shp_sync *p, int64_t *t_after);
+
+/* The native sync that also records the end event just before it, in the
+ * same GIL-released block (p->recording); like shp_sync_call.  0 / -1. */
+int shp_sync_native_recording(shp_sync *p, int64_t *t_after);
 
 /* Sync; *t_after (if given) is read right after the sync completes and, for
  * the native sync, before the GIL is taken back.  0 / -1.  Inline: it runs
@@ -827,6 +1038,8 @@ shp_sync_call(shp_sync *p, int64_t *t_after)
     case SHP_SYNC_NATIVE: {
         shp_CUresult rc;
         int64_t t = 0;
+        if (p->recording)
+            return shp_sync_native_recording(p, t_after);
         Py_BEGIN_ALLOW_THREADS
         rc = shp_cuda_sync_nogil(p->st, &p->cuda);
         t = shp_now_ns();
@@ -914,6 +1127,10 @@ typedef struct {
     size_t nargsf;
     PyObject *kwnames;        /* user's keyword names, or NULL */
     shp_sync sync;
+    int cold;                 /* cache="cold": evict before every call */
+    shp_llc_evictor llc;      /* cold: the CPU's eviction buffer */
+    shp_nvml_watch nv;        /* NVML readings of the CUDA device */
+    int nv_on;
 } shp_call;
 
 /* The sample buffers and what the timed loop reports back. */
@@ -925,17 +1142,25 @@ typedef struct {
     int64_t harness_bytes;            /* RSS our own buffer growth added */
     size_t vram_peak_used;
     int64_t start_ns;
+    double *warm;                     /* each warm-up call's time (ns), or NULL */
+    double *gpu;                      /* each timed call's GPU time (ns), or NULL */
+    double *host;                     /* with gpu: t0 to the call's return (ns) */
 } shp_run;
 
-/* Drop every reference the call holds (and its sync's).  Never fails. */
+/* Drop every reference the call holds (and its sync's), free the eviction
+ * buffer.  Never fails. */
 void shp_call_clear(shp_call *p);
 /* Allocate (and touch) both sample buffers for `cap` samples; 0, or -1 with
  * MemoryError.  shp_run_free() either way. */
 int shp_run_alloc(shp_run *run, Py_ssize_t cap, Py_ssize_t max_iters);
+/* Also the buffers of each warm-up call's time (nwarm) and, when `gpu`, of
+ * the GPU and host times per timed call; 0, or -1 with MemoryError. */
+int shp_run_alloc_extras(shp_run *run, Py_ssize_t nwarm, int gpu);
 void shp_run_free(shp_run *run);
-/* n untimed calls, each followed by a sync.  ram / vram: sample memory
- * between calls (ram may be NULL).  0, or -1 with the exception set (a
- * note says which iteration of `name` raised). */
+/* n warm-up calls, each followed by a sync and timed into run->warm (when
+ * allocated); one sync before the first, so the first call's time is its
+ * own.  ram / vram: sample memory between calls (ram may be NULL).  0, or
+ * -1 with the exception set (a note says which iteration of `name` raised). */
 int shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_run *run,
                     PyObject *name);
 /*
@@ -948,6 +1173,28 @@ int shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, sh
 int shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
                    int64_t max_time_ns, shp_hwm_window *ram, int vram, shp_progress *pl,
                    PyObject *name);
+
+/* ---- extras.c: cold start, GPU time and NVML on the result ---------------- */
+
+/* What the warnings quote. */
+typedef struct {
+    double head_ms, steady_ms;        /* first timed window's median, steady state */
+} shp_extras;
+
+/* Events (stream: where they are recorded) on the native CUDA path, and the
+ * L2 flush buffer when cold; a BenchmarkWarning when events are not
+ * available.  0, or -1 with an exception (cold and the flush impossible, or
+ * a stream without a CUDA device). */
+int shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream);
+/* The NVML watch of the call's CUDA device, from before the first call. */
+void shp_extras_watch_begin(shp_state *st, shp_call *p);
+/* first_call_ms, warmup_ms, settle_calls, the gpu_* / host_* fields and
+ * gpu_telemetry into s; run->samples are in ms already.  0 / -1. */
+int shp_extras_fill(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhead_ns,
+                    const shp_call *p, shp_extras *x);
+/* The warnings of those figures (too-short warm-up, launch-bound, clock,
+ * throttling, other processes).  0 / -1 (a warning turned error). */
+int shp_extras_warn(shp_state *st, shp_Stats *s, const shp_extras *x, const shp_call *p);
 
 /* ---- bench.c ------------------------------------------------------------ */
 

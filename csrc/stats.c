@@ -60,6 +60,15 @@ static const shp_field stats_fields[] = {
        "Swept parameters of this run (e.g. {'batch_size': 16})."),
     KW("env", SHP_F_OPT_DICT, env, SHP_R_NONE, 0, SHP_SHOW_NEVER,
        "Environment the numbers were taken in (Python, CPU, NumPy, torch, driver, GPU)."),
+    KW("first_call_ms", SHP_F_OPT_DOUBLE, first_call_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "First call (ms), synced."),
+    KW("warmup_ms", SHP_F_OPT_FLOATS, warmup_ms, SHP_R_MS, 0, SHP_SHOW_NEVER, "Each warm-up call (ms), in order."),
+    KW("settle_calls", SHP_F_OPT_COUNT, settle_calls, SHP_R_NONE, 0, SHP_SHOW_IF_SET, "Calls until settled."),
+    KW("cache", SHP_F_OPT_STR, cache, SHP_R_NONE, 0, SHP_SHOW_IF_SET, "'warm', or 'cold': caches evicted."),
+    KW("gpu_median_ms", SHP_F_OPT_DOUBLE, gpu_median_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "Median GPU time (ms)."),
+    KW("gpu_p95_ms", SHP_F_OPT_DOUBLE, gpu_p95_ms, SHP_R_MS, 0, SHP_SHOW_NEVER, "95th pct of GPU time (ms)."),
+    KW("host_share", SHP_F_OPT_DOUBLE, host_share, SHP_R_RATIO, 0, SHP_SHOW_IF_SET, "Host time / wall time."),
+    KW("gpu_samples_ms", SHP_F_OPT_FLOATS, gpu_samples_ms, SHP_R_MS, 0, SHP_SHOW_NEVER, "Each GPU time (ms)."),
+    KW("gpu_telemetry", SHP_F_OPT_DICT, gpu_telemetry, SHP_R_NONE, 0, SHP_SHOW_NEVER, "What NVML saw."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

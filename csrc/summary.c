@@ -390,3 +390,47 @@ shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
     *lo = scratch[cj - 1];
     *hi = scratch[ck - 1];
 }
+
+/* ---- cold start: when did the calls settle -------------------------------- */
+
+Py_ssize_t
+shp_settle_window(Py_ssize_t n_timed)
+{
+    Py_ssize_t w = n_timed / 20;
+    return w < 5 ? 5 : w > 25 ? 25 : w;
+}
+
+/* Median of calls a..a+len of the series warm ++ timed, through scratch. */
+static double
+median_of(const double *warm, Py_ssize_t nwarm, const double *timed, Py_ssize_t a,
+          Py_ssize_t len, double *scratch)
+{
+    for (Py_ssize_t k = 0; k < len; k++)
+        scratch[k] = a + k < nwarm ? warm[a + k] : timed[a + k - nwarm];
+    return shp_percentile_inplace(scratch, len, 0.5);
+}
+
+Py_ssize_t
+shp_settle_calls(const double *warm, Py_ssize_t nwarm, const double *timed, Py_ssize_t n_timed,
+                 double floor, double *head, double *steady)
+{
+    double scratch[SHP_SETTLE_MAX_TAIL];
+    *head = *steady = NAN;
+    if (n_timed < SHP_SETTLE_MIN_TIMED)
+        return -1;
+    Py_ssize_t n = nwarm + n_timed, w = shp_settle_window(n_timed);
+    Py_ssize_t tail = n_timed - n_timed / 2;
+    if (tail > SHP_SETTLE_MAX_TAIL)
+        tail = SHP_SETTLE_MAX_TAIL;
+    *steady = median_of(warm, nwarm, timed, n - tail, tail, scratch);
+    *head = median_of(warm, nwarm, timed, nwarm, w, scratch);
+    double limit = *steady * (1.0 + SHP_SETTLE_TOL);
+    if (*steady + floor > limit)
+        limit = *steady + floor;
+    /* The first window at or below the limit; the tail's median is the
+     * steady state, so some window there qualifies unless the tail rises. */
+    for (Py_ssize_t i = 0; i + w <= n; i++)
+        if (median_of(warm, nwarm, timed, i, w, scratch) <= limit)
+            return i;
+    return n - w;
+}

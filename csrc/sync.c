@@ -139,8 +139,26 @@ shp_sync_python(shp_sync *p, int64_t *t_after)
     return 0;
 }
 
+int
+shp_sync_native_recording(shp_sync *p, int64_t *t_after)
+{
+    shp_CUresult rc;
+    int64_t t = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shp_cuda_timer_stop_sync_nogil(p->st, &p->cuda, &p->gt);
+    t = shp_now_ns();
+    Py_END_ALLOW_THREADS
+    if (t_after)
+        *t_after = t;
+    if (rc != 0)
+        return shp_cuda_raise(p->st, rc, "cuEventRecord / cuCtxSynchronize failed");
+    return 0;
+}
+
 void
 shp_sync_clear(shp_sync *p)
 {
     Py_CLEAR(p->fn);
+    if (p->st != NULL && p->have_cuda)
+        shp_cuda_timer_free(p->st, &p->cuda, &p->gt);
 }

@@ -15,7 +15,7 @@
 
 typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
 
-#define MAX_COLS 12
+#define MAX_COLS 16
 #define FN "format_benchmark_table()"
 
 typedef struct {
@@ -155,8 +155,13 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
     return num_text("", ratio, 2, "x");
 }
 
+/* The optional columns: each appears when some row has its figure. */
+typedef struct {
+    int vram, first_call, gpu, cache;
+} extra_cols;
+
 static int
-build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
+build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base)
 {
     PyObject *row = PyList_New(0);
     if (row == NULL)
@@ -177,12 +182,25 @@ build_row(grid *g, shp_Stats *s, int vram_col, PyObject *param, shp_Stats *base)
         append_obj(row, num_text("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
         append_obj(row, fmt_mb(s->ram_delta_mb)) < 0)
         goto error;
-    if (vram_col) {
+    if (x->vram) {
         PyObject *cell = s->device != NULL && is_cuda_label(s->device)
                              ? fmt_mb(s->vram_delta_mb) : PyUnicode_FromString("N/A");
         if (append_obj(row, cell) < 0)
             goto error;
     }
+    if (x->first_call &&
+        append_obj(row, isnan(s->first_call_ms) ? PyUnicode_FromString("N/A")
+                                                : fmt_ms(s->first_call_ms)) < 0)
+        goto error;
+    if (x->gpu &&
+        (append_obj(row, isnan(s->gpu_median_ms) ? PyUnicode_FromString("N/A")
+                                                 : fmt_ms(s->gpu_median_ms)) < 0 ||
+         append_obj(row, isnan(s->host_share) ? PyUnicode_FromString("N/A")
+                                              : num_text("", s->host_share * 100.0, 0, "%")) < 0))
+        goto error;
+    if (x->cache &&
+        append_obj(row, s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A")) < 0)
+        goto error;
     if (base != NULL && append_obj(row, baseline_cell(s, base)) < 0)
         goto error;
     if (PyList_Append(g->rows, row) < 0)
@@ -346,11 +364,14 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
 {
     grid g;
     memset(&g, 0, sizeof(g));
-    int vram = 0;
+    extra_cols x = {0, 0, 0, 0};
     Py_ssize_t n = PyList_GET_SIZE(items);
-    for (Py_ssize_t i = 0; i < n && !vram; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        vram = s->device != NULL && is_cuda_label(s->device);
+        x.vram |= s->device != NULL && is_cuda_label(s->device);
+        x.first_call |= !isnan(s->first_call_ms);
+        x.gpu |= !isnan(s->gpu_median_ms);
+        x.cache |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
     }
     PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *res = NULL;
     if (tput == NULL)
@@ -364,15 +385,23 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
     add_col(&g, "P95 (ms)", NULL, DEC_PLAIN);
     add_col(&g, NULL, tput, DEC_BOLD);
     add_col(&g, "Peak RAM Delta", NULL, DEC_PLAIN);
-    if (vram)
+    if (x.vram)
         add_col(&g, "Peak VRAM Delta", NULL, DEC_PLAIN);
+    if (x.first_call)
+        add_col(&g, "First Call (ms)", NULL, DEC_PLAIN);
+    if (x.gpu) {
+        add_col(&g, "GPU Median (ms)", NULL, DEC_PLAIN);
+        add_col(&g, "Host Share", NULL, DEC_PLAIN);
+    }
+    if (x.cache)
+        add_col(&g, "Cache", NULL, DEC_PLAIN);
     if (baseline != NULL)
         add_col(&g, "vs Baseline", NULL, DEC_PLAIN);
     g.rows = PyList_New(0);
     if (g.rows == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), vram, param,
+        if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), &x, param,
                       (shp_Stats *)baseline) < 0)
             goto done;
     res = render(&g, title, html);

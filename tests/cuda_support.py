@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["fake_cuda_lib", "run_with_fake_cuda", "FAKE_CUDA_PRELUDE"]
+__all__ = ["fake_cuda_lib", "fake_nvml_libs", "run_with_fake_cuda", "FAKE_CUDA_PRELUDE"]
 
 _HERE = Path(__file__).resolve().parent
 _FAKE_SRC = _HERE / "fake_cuda" / "fake_cuda.c"
+_FAKE_NVML_SRC = _HERE / "fake_nvml" / "fake_nvml.c"
 # The children import the same spatialhub the tests import: the installed
 # package in CI, a build in src/ during development, the sanitized tree under
 # .ci/sanitize.sh.
@@ -98,6 +99,19 @@ def fake_cuda_lib(tmp_path_factory):
                               "the fake CUDA driver")
 
 
+@pytest.fixture(scope="session")
+def fake_nvml_libs(tmp_path_factory):
+    """Paths of the fake NVML builds: "full" (current entry points), "old"
+    (pre-r535 names, the first process-list ABI) and "minimal" (init and
+    handles only)."""
+    return {
+        kind: build_test_library(_FAKE_NVML_SRC, tmp_path_factory, f"libfakenvml_{kind}.so",
+                                 "the fake NVML", libs=flags)
+        for kind, flags in [("full", ()), ("old", ("-DFAKE_NVML_OLD",)),
+                            ("minimal", ("-DFAKE_NVML_MINIMAL",))]
+    }
+
+
 def run_with_fake_cuda(lib, code, *, env=None, timeout=120):
     """Run `code` in a fresh interpreter with SPATIALHUB_LIBCUDA=lib.
 
@@ -107,8 +121,9 @@ def run_with_fake_cuda(lib, code, *, env=None, timeout=120):
     when the process fails.
     """
     full_env = dict(os.environ)
-    for k in [k for k in full_env if k.startswith("FAKE_CUDA_")]:
+    for k in [k for k in full_env if k.startswith(("FAKE_CUDA_", "FAKE_NVML_"))]:
         del full_env[k]
+    full_env.pop("SPATIALHUB_LIBNVML", None)
     full_env["SPATIALHUB_LIBCUDA"] = lib
     # The source tree, in case the extension was built in place.
     full_env["PYTHONPATH"] = os.pathsep.join(

@@ -64,13 +64,14 @@ def test_call_counts_of_func_and_sync_fn():
     func, sync = Counter(), Counter()
     benchmark_callable(func, num_warmup=7, num_iters=13, sync_fn=sync)
     assert func.n == 7 + 13
-    assert sync.n == 7 + 2 * 13
+    assert sync.n == 1 + 7 + 2 * 13   # one sync before the first call
 
 
 def test_sync_brackets_every_timed_call():
     log = []
     benchmark_callable(Counter(log, "f"), num_warmup=2, num_iters=3, sync_fn=Counter(log, "s"))
-    assert "".join(log) == "fs" * 2 + "sfs" * 3
+    # one sync before the first warm-up call, so first_call_ms is that call's alone
+    assert "".join(log) == "s" + "fs" * 2 + "sfs" * 3
 
 
 def test_args_and_kwargs_are_passed_through_unchanged():
@@ -264,7 +265,7 @@ def test_mps_uses_torch_mps_synchronize_when_torch_is_imported(monkeypatch):
     fake.__version__ = "0.fake"
     monkeypatch.setitem(sys.modules, "torch", fake)
     s = benchmark_callable(lambda: None, device="mps", num_warmup=2, num_iters=3)
-    assert len(calls) == 2 + 2 * 3
+    assert len(calls) == 1 + 2 + 2 * 3
     assert s.env["torch"] == "0.fake"
 
 

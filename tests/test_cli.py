@@ -213,3 +213,16 @@ def test_console_script_is_installed():
         pytest.skip("package not installed with its console script (pip install -e .)")
     proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: spatialhub-bench")
+
+
+def test_cache_cold_is_passed_through_and_shown(tmp_path):
+    env_proc = subprocess.run(
+        [sys.executable, "-m", "spatialhub.utils.profiling", "--iters", "3", "--warmup", "1",
+         "--cache", "cold", "--json", str(tmp_path / "c.json")],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, SPATIALHUB_LLC_BYTES=str(1 << 20)))
+    assert env_proc.returncode == 0, env_proc.stderr
+    assert "| Cache |" in env_proc.stdout.splitlines()[2]
+    assert json.loads((tmp_path / "c.json").read_text())["cache"] == "cold"
+    bad = cli("--cache", "hot")
+    assert bad.returncode == 2 and "--cache" in bad.stderr

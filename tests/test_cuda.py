@@ -66,7 +66,8 @@ def test_cuda_device_times_the_gpu_work_not_the_dispatch(fake_cuda_lib):
 
 
 def test_sync_count_follows_the_protocol(fake_cuda_lib):
-    # One sync after each warm-up call, one before and one after each timed call.
+    # One sync before the first warm-up call (so first_call_ms holds only that
+    # call), one after each warm-up call, one before and one after each timed call.
     # The first CUDA benchmark of a process also measures the harness's own
     # floor once (a native no-op through the same loop and sync), so the
     # counts are taken after it.
@@ -80,7 +81,7 @@ def test_sync_count_follows_the_protocol(fake_cuda_lib):
             res.append(count("cuCtxSynchronize") - c0)
         print(json.dumps(res))
     """)
-    assert r == [4 + 2 * 10, 0 + 2 * 1, 7 + 2 * 3]
+    assert r == [1 + 4 + 2 * 10, 0 + 2 * 1, 1 + 7 + 2 * 3]
 
 
 @pytest.mark.parametrize("label", ["CUDA", "cuda", "Cuda:0", "CUDAExecutionProvider"])
@@ -92,7 +93,7 @@ def test_any_label_containing_cuda_is_synchronised(fake_cuda_lib, label):
         benchmark_callable(lambda: None, device={label!r}, num_warmup=1, num_iters=2)
         print(json.dumps(count("cuCtxSynchronize") - c0))
     """)
-    assert r == 1 + 2 * 2
+    assert r == 1 + 1 + 2 * 2
 
 
 def test_custom_sync_fn_replaces_the_native_sync(fake_cuda_lib):
@@ -104,7 +105,7 @@ def test_custom_sync_fn_replaces_the_native_sync(fake_cuda_lib):
                            sync_fn=lambda: calls.append(1))
         print(json.dumps([len(calls), count("cuCtxSynchronize") - c0]))
     """)
-    assert r == [2 + 2 * 5, 0]
+    assert r == [1 + 2 + 2 * 5, 0]
 
 
 def test_our_own_sync_fn_passed_back_is_called_natively(fake_cuda_lib):
@@ -120,7 +121,7 @@ def test_our_own_sync_fn_passed_back_is_called_natively(fake_cuda_lib):
                                num_warmup=2, num_iters=5, sync_fn=sync)
         print(json.dumps([count("cuCtxSynchronize") - c0, s.median_ms]))
     """)
-    assert r[0] == 2 + 2 * 5
+    assert r[0] == 1 + 2 + 2 * 5
     assert 2.9 <= r[1] <= 6.0
 
 
@@ -445,7 +446,7 @@ def test_without_driver_or_device(fake_cuda_lib, scenario):
     assert r["error"] is not None, "timed the asynchronous dispatch silently"
     assert "sync_fn" in r["error"] and '"CPU"' in r["error"], r["error"]
     assert reason in r["error"], r["error"]
-    assert r["custom"] == [1 + 2 * 2, 0.0]
+    assert r["custom"] == [1 + 1 + 2 * 2, 0.0]
 
 
 # ---- the sync callable, the environment, the table -------------------------

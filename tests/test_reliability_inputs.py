@@ -397,8 +397,9 @@ def test_func_given_by_keyword_and_a_user_kwarg_named_func():
 
 # ---- BenchmarkStats --------------------------------------------------------
 
-STR, OPT_STR, DBL, OPT_DBL, COUNT, OPT_COUNT, OPT_BOOL, OPT_DICT = (
-    "str", "opt_str", "dbl", "opt_dbl", "count", "opt_count", "opt_bool", "opt_dict")
+STR, OPT_STR, DBL, OPT_DBL, COUNT, OPT_COUNT, OPT_BOOL, OPT_DICT, OPT_FLOATS = (
+    "str", "opt_str", "dbl", "opt_dbl", "count", "opt_count", "opt_bool", "opt_dict",
+    "opt_floats")
 SEED_FIELDS = [
     ("name", STR), ("device", STR), ("mean_ms", DBL), ("median_ms", DBL), ("std_ms", DBL),
     ("p95_ms", DBL), ("min_ms", DBL), ("max_ms", DBL), ("fps", DBL), ("warmup_iters", COUNT),
@@ -409,7 +410,8 @@ KW_FIELDS = [
     ("ci95_low_ms", OPT_DBL), ("ci95_high_ms", OPT_DBL), ("outliers", OPT_COUNT),
     ("overhead_ms", OPT_DBL), ("ram_peak_method", OPT_STR), ("target_met", OPT_BOOL),
     ("batch_size", COUNT), ("torch_max_allocated_mb", OPT_DBL), ("params", OPT_DICT),
-    ("env", OPT_DICT),
+    ("env", OPT_DICT), ("first_call_ms", OPT_DBL), ("warmup_ms", OPT_FLOATS),
+    ("settle_calls", OPT_COUNT), ("cache", OPT_STR),
 ]
 ALL_FIELDS = SEED_FIELDS + KW_FIELDS
 KIND = dict(ALL_FIELDS)
@@ -458,6 +460,13 @@ def field_value(kind):
         bad = st.one_of(st.lists(st.integers(), max_size=2), st.just(()), st.text(max_size=2),
                         st.just(type("M", (), {"keys": lambda s: []})()))
         return st.one_of(ok.map(lambda v: (v, OK)), bad.map(lambda v: (v, TypeError)))
+    if kind == OPT_FLOATS:
+        item = st.one_of(st.floats(), st.integers(-10 ** 6, 10 ** 6), st.just(np.float32(2.5)))
+        ok = st.one_of(st.lists(item, max_size=4), st.lists(item, max_size=4).map(tuple), st.none())
+        bad = st.one_of(st.just(["1.0"]), st.just([object()]), st.just(1.0), st.text(max_size=2),
+                        st.just({1.0: 2}), st.just(np.array([1.0])))
+        return st.one_of(ok.map(lambda v: (v, OK)), bad.map(lambda v: (v, TypeError)),
+                         st.just(([FloatRaises()], Hostile)))
     raise AssertionError(kind)
 
 
@@ -476,6 +485,12 @@ def read_back_ok(kind, value, got):
         return got is None if value is None else (type(got) is int and got == operator.index(value))
     if kind == OPT_BOOL:
         return got is value
+    if kind == OPT_FLOATS:
+        if value is None:
+            return got is None
+        return type(got) is tuple and len(got) == len(value) and all(
+            type(g) is float and (g == float(v) or (math.isnan(g) and math.isnan(float(v))))
+            for g, v in zip(got, value))
     raise AssertionError(kind)
 
 
@@ -557,6 +572,8 @@ def random_stats(draw, *, finite=False, json_safe_params=False, cuda_labels=Fals
             if not json_safe_params:
                 vals = st.one_of(vals, st.floats())
             kw[n] = draw(st.one_of(st.none(), st.dictionaries(st.text(max_size=4), vals, max_size=3)))
+        elif k == OPT_FLOATS:
+            kw[n] = draw(st.one_of(st.none(), st.lists(flt, max_size=5)))
     if draw(st.booleans()):
         kw["samples_ms"] = draw(st.lists(flt, max_size=40))
     return prof.BenchmarkStats(**kw), kw

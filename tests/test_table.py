@@ -104,3 +104,17 @@ def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
     assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x same |")
     bare = make_stats(name="d", median_ms=4.0)
     assert format_benchmark_table([bare], baseline=base).endswith("| 2.00x |")
+
+
+def test_cold_start_gpu_time_and_cache_columns_appear_when_a_row_has_them(make_stats):
+    plain = make_stats(name="plain")
+    assert "First Call" not in format_benchmark_table(plain)
+    cold = make_stats(name="cold", device="cuda:0", first_call_ms=812.5, gpu_median_ms=0.75,
+                      host_share=0.25, cache="cold")
+    warm = make_stats(name="warm", first_call_ms=3.0, cache="warm")
+    lines = format_benchmark_table([cold, warm, plain]).split("\n")
+    assert lines[0] == (HEADER + " Peak VRAM Delta | First Call (ms) | GPU Median (ms) | "
+                        "Host Share | Cache |")
+    assert lines[2].endswith("| 812.50 | 0.75 | 25% | cold |"), lines[2]
+    assert lines[3].endswith("| N/A | 3.00 | N/A | N/A | warm |"), lines[3]
+    assert lines[4].endswith("| N/A | N/A | N/A | N/A | N/A |"), lines[4]

@@ -20,6 +20,12 @@
  *   - call counters, read with fake_count("cuCtxSynchronize");
  *   - FAKE_CUDA_SLOW_MS=n: cuInit and cuDevicePrimaryCtxRetain take n ms
  *     (outside the lock), as a real driver's start-up does.
+ *   - streams (fake_stream_create) with queues of their own, events whose
+ *     recorded time is when the work queued before them on their stream
+ *     finishes, device attributes (the L2 size), cuMemAlloc_v2 / cuMemFree_v2
+ *     and cuMemsetD8Async (queued work at FAKE_BYTES_PER_NS);
+ *   - fake_fail("cuEventCreate", code): that entry point returns code from
+ *     now on (0 clears), for the failure paths.
  * State is process-wide behind one mutex, except the context stacks, which
  * are per thread as in the real driver.
  *
@@ -49,6 +55,8 @@ enum {
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_NOT_SUPPORTED = 801,
 };
@@ -59,6 +67,13 @@ enum { MODE_OK = 0, MODE_STUB = 1, MODE_NODEVICE = 2 };
 #define FAKE_STACK_DEPTH 32
 #define FAKE_TOTAL_BYTES (80ULL << 30)
 #define FAKE_OTHER_BYTES (1ULL << 30)
+#define FAKE_L2_BYTES (50 << 20)       /* an H100's L2 */
+#define FAKE_BYTES_PER_NS 1000         /* 1 TB/s memset */
+#define FAKE_MAX_STREAMS 16
+#define FAKE_MAX_EVENTS 64
+#define FAKE_MAX_ALLOCS 64
+#define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13
+#define CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE 38
 
 struct fake_ctx {
     int device;
@@ -66,6 +81,22 @@ struct fake_ctx {
     long long busy_until_ns;   /* when the queued work finishes */
 };
 typedef struct fake_ctx *CUcontext;
+typedef unsigned long long CUdeviceptr;
+
+/* A stream other than the legacy default one: its own queue. */
+struct fake_stream {
+    struct fake_ctx *ctx;      /* NULL: free slot */
+    long long busy_until_ns;
+};
+typedef struct fake_stream *CUstream;
+
+struct fake_event {
+    int used;
+    struct fake_ctx *ctx;
+    int recorded;
+    long long at_ns;           /* when the work before it finishes */
+};
+typedef struct fake_event *CUevent;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static int fake_configured;
@@ -75,6 +106,17 @@ static int fake_initialized;
 static int fake_sticky;
 static struct fake_ctx fake_primary[FAKE_MAX_DEVICES];
 static unsigned long long fake_used[FAKE_MAX_DEVICES];
+static struct fake_stream fake_streams[FAKE_MAX_STREAMS];
+static struct fake_event fake_events[FAKE_MAX_EVENTS];
+static struct {
+    CUdeviceptr ptr;
+    size_t bytes;
+    int device;
+} fake_allocs[FAKE_MAX_ALLOCS];
+static CUdeviceptr fake_next_ptr = 0x10000000ULL;
+static int fake_l2_bytes = FAKE_L2_BYTES;
+static long long fake_last_memset_bytes = -1;
+static int fake_events_live;
 
 static __thread CUcontext fake_stack[FAKE_STACK_DEPTH];
 static __thread int fake_depth;
@@ -85,7 +127,13 @@ static const char *const fake_counter_names[] = {
     "cuCtxPopCurrent_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSynchronize", "cuMemGetInfo_v2", "cuMemGetInfo", "cuCtxCreate_v2",
     "cuCtxCreate", "cuGetErrorName", "cuGetErrorString",
+    "cuEventCreate", "cuEventRecord", "cuEventElapsedTime",
+    "cuEventSynchronize", "cuEventDestroy_v2", "cuStreamSynchronize", "cuDeviceGetAttribute",
+    "cuMemAlloc_v2", "cuMemFree_v2", "cuMemsetD8Async", "cuMemsetD8_v2", "cuDeviceGetPCIBusId",
+    "cuMemcpyDtoDAsync_v2",
 };
+/* fake_fail(): the code each counted entry point returns instead (0: none). */
+static int fake_fail_codes[sizeof(fake_counter_names) / sizeof(fake_counter_names[0])];
 #define FAKE_NCOUNTERS (sizeof(fake_counter_names) / sizeof(fake_counter_names[0]))
 static long long fake_counters[FAKE_NCOUNTERS];
 
@@ -114,6 +162,10 @@ fake_configure_locked(void)
     }
     else if (m != NULL && strcmp(m, "nodevice") == 0) {
         fake_mode = MODE_NODEVICE;
+    }
+    d = getenv("FAKE_CUDA_L2_BYTES");
+    if (d != NULL && d[0] != '\0') {
+        fake_l2_bytes = atoi(d);
     }
     d = getenv("FAKE_CUDA_DEVICES");
     if (d != NULL && d[0] != '\0') {
@@ -168,6 +220,14 @@ fake_enter(const char *name, int needs_init)
     if (needs_init && !fake_initialized) {
         pthread_mutex_unlock(&fake_mu);
         return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    for (size_t i = 0; i < FAKE_NCOUNTERS; i++) {
+        if (fake_fail_codes[i] != 0 && strcmp(fake_counter_names[i], name) == 0) {
+            int code = fake_fail_codes[i];
+
+            pthread_mutex_unlock(&fake_mu);
+            return code;
+        }
     }
     return CUDA_SUCCESS;
 }
@@ -448,6 +508,12 @@ cuCtxSynchronize(void)
         return fake_leave(fake_sticky);
     }
     deadline = c->busy_until_ns;
+    /* every stream of the context, as the real sync does */
+    for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+        if (fake_streams[i].ctx == c && fake_streams[i].busy_until_ns > deadline) {
+            deadline = fake_streams[i].busy_until_ns;
+        }
+    }
     pthread_mutex_unlock(&fake_mu);
     /* Wait without the lock, so other threads may queue work or query. */
     ts.tv_sec = (time_t)(deadline / 1000000000LL);
@@ -501,6 +567,379 @@ cuMemGetInfo(unsigned int *free_b, unsigned int *total_b)
     return fake_leave(CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* Sleep until the monotonic clock reaches deadline (ns); no lock held. */
+static void
+fake_wait_until(long long deadline)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(deadline / 1000000000LL);
+    ts.tv_nsec = (long)(deadline % 1000000000LL);
+    while (fake_now_ns() < deadline) {
+        int e = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+
+        if (e != 0 && e != EINTR) {
+            break;
+        }
+    }
+}
+
+/* The queue a stream handle names in context c: NULL is the legacy default
+ * stream (the context's own queue).  NULL pointer when the handle is not a
+ * stream of c.  Callers hold fake_mu. */
+static long long *
+fake_queue_locked(struct fake_ctx *c, CUstream s)
+{
+    if (s == NULL) {
+        return &c->busy_until_ns;
+    }
+    if (s < &fake_streams[0] || s >= &fake_streams[FAKE_MAX_STREAMS] || s->ctx != c) {
+        return NULL;
+    }
+    return &s->busy_until_ns;
+}
+
+EXPORT CUresult
+cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+{
+    CUresult rc = fake_enter("cuDeviceGetAttribute", 1);
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (value == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (dev < 0 || dev >= fake_ndev) {
+        return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+    }
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+        *value = fake_l2_bytes;
+        return fake_leave(CUDA_SUCCESS);
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+        *value = 1980000;   /* kHz */
+        return fake_leave(CUDA_SUCCESS);
+    default:
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+}
+
+EXPORT CUresult
+cuDeviceGetPCIBusId(char *buf, int len, CUdevice dev)
+{
+    CUresult rc = fake_enter("cuDeviceGetPCIBusId", 1);
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (buf == NULL || len < 13) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (dev < 0 || dev >= fake_ndev) {
+        return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+    }
+    /* the fake's bus numbers run backwards, so a lookup by index would be wrong */
+    snprintf(buf, (size_t)len, "00000000:%02X:00.0", 0x40 - dev);
+    return fake_leave(CUDA_SUCCESS);
+}
+
+EXPORT CUresult
+cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes)
+{
+    CUresult rc = fake_enter("cuMemAlloc_v2", 1);
+    CUcontext c;
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (ptr == NULL || bytes == 0) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    if (bytes > FAKE_TOTAL_BYTES - fake_used[c->device]) {
+        return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    for (int i = 0; i < FAKE_MAX_ALLOCS; i++) {
+        if (fake_allocs[i].ptr == 0) {
+            fake_allocs[i].ptr = fake_next_ptr;
+            fake_allocs[i].bytes = bytes;
+            fake_allocs[i].device = c->device;
+            fake_next_ptr += (bytes + 0xFFFFF) & ~0xFFFFFULL;
+            fake_used[c->device] += bytes;
+            *ptr = fake_allocs[i].ptr;
+            return fake_leave(CUDA_SUCCESS);
+        }
+    }
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+EXPORT CUresult
+cuMemFree_v2(CUdeviceptr ptr)
+{
+    CUresult rc = fake_enter("cuMemFree_v2", 1);
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    for (int i = 0; ptr != 0 && i < FAKE_MAX_ALLOCS; i++) {
+        if (fake_allocs[i].ptr == ptr) {
+            fake_used[fake_allocs[i].device] -= fake_allocs[i].bytes;
+            fake_allocs[i].ptr = 0;
+            return fake_leave(CUDA_SUCCESS);
+        }
+    }
+    return fake_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Bytes of device memory allocated with cuMemAlloc_v2 and not freed. */
+EXPORT long long
+fake_alloc_live_bytes(void)
+{
+    long long v = 0;
+
+    pthread_mutex_lock(&fake_mu);
+    for (int i = 0; i < FAKE_MAX_ALLOCS; i++) {
+        if (fake_allocs[i].ptr != 0) {
+            v += (long long)fake_allocs[i].bytes;
+        }
+    }
+    pthread_mutex_unlock(&fake_mu);
+    return v;
+}
+
+EXPORT CUresult
+cuMemsetD8Async(CUdeviceptr ptr, unsigned char value, size_t n, CUstream s)
+{
+    CUresult rc = fake_enter("cuMemsetD8Async", 1);
+    CUcontext c;
+    long long *q, now = fake_now_ns();
+    int ok = 0;
+
+    (void)value;
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    for (int i = 0; i < FAKE_MAX_ALLOCS; i++) {
+        if (fake_allocs[i].ptr != 0 && ptr >= fake_allocs[i].ptr
+            && ptr + n <= fake_allocs[i].ptr + fake_allocs[i].bytes) {
+            ok = 1;
+        }
+    }
+    q = fake_queue_locked(c, s);
+    if (!ok || q == NULL) {
+        return fake_leave(ok ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE);
+    }
+    *q = (*q > now ? *q : now) + (long long)(n / FAKE_BYTES_PER_NS);
+    fake_last_memset_bytes = (long long)n;
+    return fake_leave(CUDA_SUCCESS);
+}
+
+/* A device-to-device copy: n bytes read and n written, queued like memset. */
+EXPORT CUresult
+cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    CUresult rc = fake_enter("cuMemcpyDtoDAsync_v2", 1);
+    CUcontext c;
+    long long *q, now = fake_now_ns();
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    q = fake_queue_locked(c, s);
+    if (q == NULL || dst == 0 || src == 0) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    *q = (*q > now ? *q : now) + (long long)(2 * n / FAKE_BYTES_PER_NS);
+    return fake_leave(CUDA_SUCCESS);
+}
+
+EXPORT long long
+fake_last_memset(void)
+{
+    long long v;
+
+    pthread_mutex_lock(&fake_mu);
+    v = fake_last_memset_bytes;
+    pthread_mutex_unlock(&fake_mu);
+    return v;
+}
+
+EXPORT CUresult
+cuStreamSynchronize(CUstream s)
+{
+    CUresult rc = fake_enter("cuStreamSynchronize", 1);
+    CUcontext c;
+    long long *q, deadline;
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    if (fake_sticky != 0) {
+        return fake_leave(fake_sticky);
+    }
+    q = fake_queue_locked(c, s);
+    if (q == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    deadline = *q;
+    pthread_mutex_unlock(&fake_mu);
+    fake_wait_until(deadline);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult
+cuEventCreate(CUevent *ev, unsigned int flags)
+{
+    CUresult rc = fake_enter("cuEventCreate", 1);
+    CUcontext c;
+
+    (void)flags;
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (ev == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    for (int i = 0; i < FAKE_MAX_EVENTS; i++) {
+        if (!fake_events[i].used) {
+            memset(&fake_events[i], 0, sizeof fake_events[i]);
+            fake_events[i].used = 1;
+            fake_events[i].ctx = c;
+            fake_events_live++;
+            *ev = &fake_events[i];
+            return fake_leave(CUDA_SUCCESS);
+        }
+    }
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static int
+fake_event_ok(CUevent ev)
+{
+    return ev != NULL && ev >= &fake_events[0] && ev < &fake_events[FAKE_MAX_EVENTS] && ev->used;
+}
+
+EXPORT CUresult
+cuEventDestroy_v2(CUevent ev)
+{
+    CUresult rc = fake_enter("cuEventDestroy_v2", 1);
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (!fake_event_ok(ev)) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    ev->used = 0;
+    fake_events_live--;
+    return fake_leave(CUDA_SUCCESS);
+}
+
+/* Events created and not destroyed. */
+EXPORT int
+fake_live_events(void)
+{
+    int v;
+
+    pthread_mutex_lock(&fake_mu);
+    v = fake_events_live;
+    pthread_mutex_unlock(&fake_mu);
+    return v;
+}
+
+EXPORT CUresult
+cuEventRecord(CUevent ev, CUstream s)
+{
+    CUresult rc = fake_enter("cuEventRecord", 1);
+    CUcontext c;
+    long long *q, now = fake_now_ns();
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    c = fake_current();
+    if (c == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+    }
+    if (!fake_event_ok(ev) || ev->ctx != c) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    q = fake_queue_locked(c, s);
+    if (q == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    /* the event completes when the work queued before it on s does */
+    ev->at_ns = *q > now ? *q : now;
+    ev->recorded = 1;
+    return fake_leave(CUDA_SUCCESS);
+}
+
+EXPORT CUresult
+cuEventSynchronize(CUevent ev)
+{
+    CUresult rc = fake_enter("cuEventSynchronize", 1);
+    long long deadline;
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (!fake_event_ok(ev)) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    deadline = ev->recorded ? ev->at_ns : 0;
+    pthread_mutex_unlock(&fake_mu);
+    fake_wait_until(deadline);
+    return CUDA_SUCCESS;
+}
+
+static CUresult
+fake_elapsed(const char *name, float *ms, CUevent a, CUevent b)
+{
+    CUresult rc = fake_enter(name, 1);
+    long long now = fake_now_ns();
+
+    if (rc != CUDA_SUCCESS) {
+        return rc;
+    }
+    if (ms == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (!fake_event_ok(a) || !fake_event_ok(b) || !a->recorded || !b->recorded) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    if (a->at_ns > now || b->at_ns > now) {
+        return fake_leave(CUDA_ERROR_NOT_READY);
+    }
+    *ms = (float)((double)(b->at_ns - a->at_ns) / 1e6);
+    return fake_leave(CUDA_SUCCESS);
+}
+
+EXPORT CUresult
+cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    return fake_elapsed("cuEventElapsedTime", ms, a, b);
+}
+
 static const struct {
     int code;
     const char *name;
@@ -515,6 +954,8 @@ static const struct {
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
@@ -588,6 +1029,64 @@ fake_enqueue_device_ns(int dev, long long ns)
     c = &fake_primary[dev];
     c->busy_until_ns = (c->busy_until_ns > now ? c->busy_until_ns : now) + ns;
     return fake_leave(CUDA_SUCCESS);
+}
+
+/* A stream of the current context with a queue of its own (like one made
+ * with CU_STREAM_NON_BLOCKING); NULL when none is free. */
+EXPORT CUstream
+fake_stream_create(void)
+{
+    CUcontext c;
+
+    pthread_mutex_lock(&fake_mu);
+    fake_configure_locked();
+    c = fake_current();
+    for (int i = 0; c != NULL && i < FAKE_MAX_STREAMS; i++) {
+        if (fake_streams[i].ctx == NULL) {
+            fake_streams[i].ctx = c;
+            fake_streams[i].busy_until_ns = 0;
+            pthread_mutex_unlock(&fake_mu);
+            return &fake_streams[i];
+        }
+    }
+    pthread_mutex_unlock(&fake_mu);
+    return NULL;
+}
+
+/* Queue ns of work on stream s (NULL: the legacy stream) of the current context. */
+EXPORT int
+fake_enqueue_stream_ns(CUstream s, long long ns)
+{
+    CUcontext c;
+    long long *q, now = fake_now_ns();
+
+    pthread_mutex_lock(&fake_mu);
+    fake_configure_locked();
+    c = fake_current();
+    q = c != NULL ? fake_queue_locked(c, s) : NULL;
+    if (q == NULL) {
+        return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+    }
+    *q = (*q > now ? *q : now) + ns;
+    return fake_leave(CUDA_SUCCESS);
+}
+
+/* From now on the named entry point returns code (0 restores it); -1 for
+ * a name not counted. */
+EXPORT int
+fake_fail(const char *name, int code)
+{
+    pthread_mutex_lock(&fake_mu);
+    fake_configure_locked();
+    for (size_t i = 0; name != NULL && i < FAKE_NCOUNTERS; i++) {
+        if (strcmp(fake_counter_names[i], name) == 0) {
+            fake_fail_codes[i] = code;
+            pthread_mutex_unlock(&fake_mu);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&fake_mu);
+    return -1;
 }
 
 /* Simulated cuMemAlloc / cuMemFree on the current context's device. */

@@ -123,6 +123,19 @@ def bench_loop():
     prof.benchmark_callable(n, num_warmup=1, num_iters=100_000, max_time_s=0.01)
     prof.benchmark_callable(n, name="s", device="cuda:0", num_warmup=1, num_iters=10, sync_fn=n)
     prof.benchmark_callable(n, num_warmup=0, num_iters=50, progress=True)
+    # cold start, warm-up analysis and cache="cold" (a 1 MiB "LLC", set in main())
+    s = prof.benchmark_callable(n, num_warmup=25, num_iters=40, cache="cold")
+    s.to_dict(), pickle.loads(pickle.dumps(s)), prof.format_benchmark_table([s])
+    prof.benchmark_callable(n, num_warmup=0, num_iters=2500)
+    for kw in ({"cache": "hot"}, {"cache": 1}, {"stream": "s"}, {"stream": -1},
+               {"stream": 1}, {"stream": True}):
+        swallow(prof.benchmark_callable, n, num_iters=2, **kw)
+    t = prof.BenchmarkStats(*SEED, warmup_ms=[1.0, 2.0], gpu_samples_ms=(0.5,),
+                            gpu_telemetry={"nvml": "x"}, first_call_ms=3.0, cache="cold",
+                            gpu_median_ms=0.5, host_share=0.25)
+    t.to_dict(), copy.deepcopy(t), prof.format_benchmark_table([t, s])
+    swallow(setattr, t, "warmup_ms", [1.0, "x"])
+    swallow(setattr, t, "warmup_ms", 3)
     # error paths
     for kw in ({"num_iters": 0}, {"num_warmup": -1}, {"num_iters": 2 ** 70},
                {"num_iters": 10 ** 13}, {"name": 1}, {"sync_fn": 3}, {"target_rel_ci": 2.0},
@@ -284,6 +297,8 @@ def scopes():
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     warnings.simplefilter("ignore")
+    import os
+    os.environ.setdefault("SPATIALHUB_LLC_BYTES", str(1 << 20))   # read at first use
     for _ in range(rounds):
         stats_type()
         summary()

@@ -1,5 +1,5 @@
 from dataclasses import Field
-from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, SupportsIndex, Union
+from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Sequence, SupportsIndex, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,15 @@ class BenchmarkStats:
     torch_max_allocated_mb: Optional[float]
     params: Optional[dict[str, Any]]
     env: Optional[dict[str, Any]]
+    first_call_ms: Optional[float]
+    warmup_ms: Optional[tuple[float, ...]]
+    settle_calls: Optional[int]
+    cache: Optional[str]
+    gpu_median_ms: Optional[float]
+    gpu_p95_ms: Optional[float]
+    host_share: Optional[float]
+    gpu_samples_ms: Optional[tuple[float, ...]]
+    gpu_telemetry: Optional[dict[str, Any]]
     @property
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
@@ -76,6 +85,15 @@ class BenchmarkStats:
         torch_max_allocated_mb: Optional[float] = None,
         params: Optional[dict[str, Any]] = None,
         env: Optional[dict[str, Any]] = None,
+        first_call_ms: Optional[float] = None,
+        warmup_ms: Optional[Sequence[float]] = None,
+        settle_calls: Optional[int] = None,
+        cache: Optional[str] = None,
+        gpu_median_ms: Optional[float] = None,
+        gpu_p95_ms: Optional[float] = None,
+        host_share: Optional[float] = None,
+        gpu_samples_ms: Optional[Sequence[float]] = None,
+        gpu_telemetry: Optional[dict[str, Any]] = None,
         samples_ms: Optional[Iterable[float]] = None,
     ) -> None: ...
     def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
@@ -127,6 +145,8 @@ def benchmark_callable(
     max_time_s: Optional[float] = None,
     disable_gc: bool = False,
     progress: Optional[bool] = None,
+    cache: Literal["warm", "cold"] = "warm",
+    stream: Optional[Any] = None,
     **kwargs: Any,
 ) -> BenchmarkStats: ...
 def format_benchmark_table(

@@ -124,6 +124,9 @@ def build_parser():
                                        "a CUDA device gets the native cuCtxSynchronize around each call")
     opts.add_argument("--name", help="label of the result in the table")
     opts.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+    opts.add_argument("--cache", choices=("warm", "cold"), default=None,
+                      help="cold: evict the CPU's last-level cache (and a CUDA device's L2) "
+                           "before every call, outside the timed region (default warm)")
 
     out = p.add_argument_group("output")
     out.add_argument("--title", help="title line above the table")
@@ -170,7 +173,10 @@ def process_pipeline(image_tensor, threshold=0.5):
 
 
 def _bench_kw(a):
-    return {"progress": False} if a.no_progress else {}
+    kw = {"progress": False} if a.no_progress else {}
+    if a.cache is not None:
+        kw["cache"] = a.cache
+    return kw
 
 
 def _run_demo(a):
