@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from _rounding import released_round
 from cuda_support import run_with_fake_cuda  # fixtures come from conftest.py
 
 SETUP = """
@@ -53,7 +54,7 @@ def test_gpu_time_follows_the_queued_work(fake_cuda_lib):
     assert 2.9 <= lo <= med <= 3.6, r
     assert wall >= med and wall_minus_gpu >= -0.01, r   # events sit inside the synced span
     assert share < 0.2, r                               # the host only queued the work
-    assert n == 20 and exported == round(med, 4) and in_dict
+    assert n == 20 and exported == released_round(med) and in_dict
     assert not [m for m in warns if "launch-bound" in m], warns
     assert live == 0, "the two events were not destroyed"
 

@@ -13,6 +13,7 @@ import pytest
 
 from spatialhub.utils.profiling import BenchmarkStats, GPUMemoryInfo
 from spatialhub.utils.profiling import _native
+from _rounding import released_round
 
 SEED_FIELDS = ["name", "device", "mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms",
                "max_ms", "fps", "warmup_iters", "timed_iters", "ram_delta_mb", "vram_delta_mb"]
@@ -120,13 +121,6 @@ def test_to_dict_keeps_seed_keys_first_and_rounds(make_stats):
     assert d["p99_ms"] == 9.88 and d["p90_ms"] is None
     assert "samples_ms" not in d
     assert make_stats(samples_ms=[1.5, 2.5]).to_dict(samples=True)["samples_ms"] == [1.5, 2.5]
-
-
-def released_round(x, decimals):
-    """The released rounding, widened to keep 2 significant digits."""
-    if x == 0 or not math.isfinite(x):
-        return round(x, decimals)
-    return round(x, max(decimals, 1 - math.floor(math.log10(abs(x)))))
 
 
 @pytest.mark.parametrize("v, want", [
