@@ -125,9 +125,12 @@ def _maps():
 UNDER_SANITIZER = "libasan" in _maps()
 UNDER_VALGRIND = "vgpreload" in _maps()
 VALGRIND = shutil.which("valgrind")
-# --fullpath-after= prints source paths in full, so our frames read ".../csrc/x.c"
+# --fullpath-after= prints source paths in full, so our frames read ".../csrc/x.c";
+# the suppressions are CI's (.ci/valgrind.sh): the loader's, CPython's and NumPy's own
 VALGRIND_PREFIX = [VALGRIND or "valgrind", "--tool=memcheck", "--error-limit=no",
-                   "--num-callers=40", "--leak-check=no", "--fullpath-after="]
+                   "--num-callers=40", "--leak-check=no", "--fullpath-after=",
+                   "--suppressions=" + str(Path(__file__).resolve().parent / "sanitizer" /
+                                           "valgrind.supp")]
 
 # The sys.path entry the package under test was imported from (src/, a
 # sanitized copy, or site-packages): children import the same copy.
