@@ -19,8 +19,8 @@ def knob(name):
 # In layer order (csrc/profiling.h has the map): leaves, computation, fields,
 # rendering, Python types, the run, the module.
 SOURCES = [
-    "clock.c", "memory.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "notes.c", "env.c",
-    "summary.c", "bootstrap.c", "markup.c",
+    "clock.c", "memory.c", "rusage.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c",
+    "notes.c", "env.c", "summary.c", "bootstrap.c", "markup.c", "verdict.c", "stability.c",
     "fields.c",
     "table.c",
     "stats.c", "gpumem.c", "compare.c", "cudasync.c",

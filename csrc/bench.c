@@ -235,6 +235,22 @@ emit_warnings(shp_state *st, shp_Stats *s, double overhead_ns)
                              s->name, a, b) < 0)
             return -1;
     }
+    double faults = s->minor_faults_per_iter + s->major_faults_per_iter;   /* NaN: unknown */
+    if (faults > SHP_FAULTS_WARN) {
+        fmt_g(a, sizeof(a), faults);
+        if (PyErr_WarnFormat(st->warning, 1,
+                             "benchmark %R: %s page faults per call. The kernel is handing out "
+                             "fresh zero-filled pages every call, typically because malloc "
+                             "returns the callable's large temporaries to the OS after each call "
+                             "(glibc's mmap threshold); the figure then depends on allocator "
+                             "state (what the process freed earlier) more than on the code. "
+                             "Remedy: reuse buffers (out=), or run both sides of a comparison "
+                             "with MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_="
+                             "134217728 (docs/methodology.md, Allocator state)", s->name, a) < 0)
+            return -1;
+    }
+    if (shp_stats_warn_stability(st, s) < 0)
+        return -1;
     double res = (double)shp_clock_resolution_ns();
     if (med_ns < 20.0 * res) {
         fmt_g(a, sizeof(a), s->median_ms);
@@ -259,8 +275,14 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     for (Py_ssize_t i = 0; i < n; i++)
         run->samples[i] /= 1e6;   /* ns -> ms, once */
     shp_summary sm;
+    shp_stability stab;
     shp_summarize(run->samples, n, run->scratch, &sm);
+    shp_stability_compute(run->samples, n, run->scratch, &sm, &stab);
     shp_stats_apply_summary(s, &sm);
+    if (shp_stats_apply_stability(s, &stab) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
     double *buf = run->samples;
     if (run->cap > n) {
         double *shrunk = PyMem_Realloc(buf, (size_t)n * sizeof(double));
@@ -386,8 +408,11 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     pl.name = name;
     /* seconds -> ns without overflow: ~292 years and beyond mean "no limit" */
     int64_t max_time_ns = max_time_s * 1e9 >= 9e18 ? INT64_MAX : (int64_t)(max_time_s * 1e9);
+    shp_rusage ru0, ru1;   /* read around the loop, never inside a timed region */
+    shp_rusage_thread(&ru0);
     int loop_rc = shp_timed_loop(&p, &run, o.num_iters, o.target_rel_ci, max_time_ns,
                              window_open ? &win : NULL, vram, &pl, name);
+    shp_rusage_thread(&ru1);
     if (gc_held) {
         shp_gc_release();
         gc_held = 0;
@@ -421,9 +446,17 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(s);
         goto done;
     }
+    Py_ssize_t timed = run.n;
     shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns);
     if (s == NULL)
         goto done;
+    if (ru0.ok && ru1.ok && timed > 0) {
+        double n = (double)timed;
+        s->minor_faults_per_iter = (double)(ru1.minflt - ru0.minflt) / n;
+        s->major_faults_per_iter = (double)(ru1.majflt - ru0.majflt) / n;
+        s->vol_ctx_switches_per_iter = (double)(ru1.nvcsw - ru0.nvcsw) / n;
+        s->invol_ctx_switches_per_iter = (double)(ru1.nivcsw - ru0.nivcsw) / n;
+    }
     if (emit_warnings(st, s, overhead_ns) < 0) {
         Py_DECREF(s);
         goto done;

@@ -10,6 +10,7 @@
  *     clock.c     monotonic nanosecond clock (the clock of time.perf_counter)
  *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
  *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
+ *     rusage.c    page faults and context switches of the calling thread
  *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
  *                 (calls dynlib.c only)
  *     cudafork.c  that driver state in a fork() child (unavailable, lock reset)
@@ -21,6 +22,8 @@
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
+ *     verdict.c   verdicts that hold across runs: level spreads, margin rule
+ *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
  *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
  *                 the result structs below, calls none of their functions)
@@ -160,6 +163,22 @@ void shp_dl_close(void *lib);
  * does not fit (never silently replaced by the default). */
 int shp_cuda_override(char *buf, size_t size);
 #endif
+
+/* ---- rusage.c ----------------------------------------------------------- */
+
+/* Counters of the calling thread since it started. */
+typedef struct {
+    int64_t minflt, majflt;   /* minor / major page faults */
+    int64_t nvcsw, nivcsw;    /* voluntary / involuntary context switches */
+    int ok;                   /* 0: not available on this platform (all zero) */
+} shp_rusage;
+
+/* Read them (getrusage(RUSAGE_THREAD) on Linux): 1 read, 0 not available.
+ * No Python calls, no exception; needs no GIL. */
+int shp_rusage_thread(shp_rusage *out);
+
+/* Per-iteration page faults above which a result warns of allocator state. */
+#define SHP_FAULTS_WARN 256.0
 
 /* ---- cuda.c: the driver table ------------------------------------------ */
 
@@ -446,6 +465,9 @@ void shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
 /* NumPy-linear percentile q in [0, 1] of a[0..n), rearranging a (selection). */
 double shp_percentile_inplace(double *a, Py_ssize_t n, double q);
 
+/* The k-th smallest (0-based) of a[0..n), rearranging a.  Never fails. */
+double shp_order_stat(double *a, Py_ssize_t n, Py_ssize_t k);
+
 /* 1-based ranks (j, k) of the distribution-free 95% CI of the median:
  * [x_(j), x_(k)] with k = n + 1 - j; j = 1 when n is too small. */
 void shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k);
@@ -457,8 +479,6 @@ void shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k);
 int shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
                         uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
                         double *ratio, double *lo, double *hi);
-/* "faster" / "slower" / "same" for a CI of candidate/baseline. */
-const char *shp_verdict(double lo, double hi);
 
 /* ---- markup.c ----------------------------------------------------------- */
 
@@ -474,6 +494,118 @@ PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
 
+/* ---- verdict.c ---------------------------------------------------------- */
+
+#define SHP_DEFAULT_MARGIN 0.05   /* practical-equivalence margin: 5% */
+#define SHP_MAX_BLOCKS 10         /* blocks per run for the between-block spread */
+#define SHP_MIN_BLOCK 5           /* samples per block at least */
+
+/* How uncertain one side's level (the log of its median) is. */
+typedef struct {
+    Py_ssize_t runs;      /* fresh-process runs pooled (1: a single run) */
+    Py_ssize_t blocks;    /* blocks per run (0: too few samples for blocks) */
+    double var;           /* variance of the side's log level; NaN: unknown */
+    double df;            /* its degrees of freedom; NaN when var is */
+    double run_spread;    /* std of the log run medians; NaN when runs < 2 */
+    double block_spread;  /* pooled std of the log block medians; NaN if none */
+    double slow_spread;   /* single run: std of its slow variation (or the known
+                             spread) used as the between-run term; else NaN */
+    int from_runs;        /* var is the spread of the run medians */
+} shp_level;
+
+/* Two-sided 95% quantile of Student's t with df degrees of freedom (df may
+ * be fractional or INFINITY; below 1 counts as 1).  Never fails. */
+double shp_t975(double df);
+/* Blocks a run of n samples is cut into: min(10, n / 5).  Never fails. */
+Py_ssize_t shp_block_count(Py_ssize_t n);
+/*
+ * Level variance of one side: x[0..n) in run order, `sizes` the samples of
+ * each of `nruns` runs (NULL: one run), `known_spread` a between-run std of
+ * log medians the caller knows (< 0: none).  0, or -1 with an exception
+ * (MemoryError; ValueError when sizes do not add up to n).  var stays NaN
+ * when the samples allow no estimate (a single run under 15 samples, or a
+ * median <= 0).
+ */
+int shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
+                       double known_spread, shp_level *out);
+/* The interval of a ratio of medians (candidate b / baseline a) widened by
+ * both sides' level spreads. */
+typedef struct {
+    double ratio, lo, hi;   /* the ratio and its interval */
+    shp_level a, b;         /* the two sides' level estimates */
+    int widened;            /* 0: too few samples, [lo, hi] is the bootstrap's */
+} shp_interval;
+
+/*
+ * Widen the bootstrap interval [blo, bhi] of `ratio` (from the medians of
+ * a[0..na) and b[0..nb)) by the between-block / between-run variances of
+ * both sides (runs and sizes as shp_level_estimate), with a Welch-
+ * Satterthwaite t quantile; the bootstrap's own width is the floor.
+ * 0, or -1 with an exception (as shp_level_estimate).
+ */
+int shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssize_t ra,
+                       const double *b, Py_ssize_t nb, const Py_ssize_t *sb, Py_ssize_t rb,
+                       double known_spread, double ratio, double blo, double bhi,
+                       shp_interval *out);
+/*
+ * Interleaved rounds: per round r the ratio of medians b_r / a_r; *ratio is
+ * their median (on the log scale) and [lo, hi] its distribution-free 95%
+ * interval (order statistics; [min, max] below 6 rounds).  The sizes give
+ * each round's samples on both sides.  0, or -1 with an exception
+ * (MemoryError; ValueError on a median <= 0).
+ */
+int shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
+                      const Py_ssize_t *sizes_b, Py_ssize_t rounds, double *ratio, double *lo,
+                      double *hi);
+/* "slower" (lo > 1 and ratio > 1 + margin), "faster" (hi < 1 and ratio <
+ * 1 / (1 + margin)), "same" (interval inside the margin) or "inconclusive"
+ * (anything else, a NaN included).  A static string; never fails. */
+const char *shp_judge(double ratio, double lo, double hi, double margin);
+/* One sentence saying why `verdict` was given, into buf (always
+ * terminated).  `basis` names what the interval holds, `advice` (may be "")
+ * is appended to an undecided verdict.  Never fails. */
+void shp_judge_reason(const char *verdict, double ratio, double lo, double hi, double margin,
+                      const char *basis, const char *advice, char *buf, size_t size);
+
+/* ---- stability.c -------------------------------------------------------- */
+
+/* Thresholds of the `stability` label (docs/statistics.md, "Stability"). */
+#define SHP_STAB_MODES_D 5.0        /* Ashman's D of the two-group split, n >= 200 */
+#define SHP_STAB_MODES_D_SMALL 8.5  /* ... for 40 <= n < 200 (no test below 40) */
+#define SHP_STAB_DRIFT 0.10         /* |change of the block medians over the run| */
+#define SHP_STAB_DRIFT_T 4.0        /* ... and |t| of that slope */
+#define SHP_STAB_IQR 0.10           /* IQR / median */
+#define SHP_STAB_TAIL 2.0           /* p95 / median: over 5% of calls at 2x the median */
+
+typedef struct {
+    double cv;              /* std / mean; NaN when mean <= 0 */
+    double autocorr;        /* lag-1 autocorrelation; NaN when undefined */
+    double n_eff;           /* effective sample size (AR(1)); n when r1 is not clearly > 0 */
+    double drift;           /* change of the block medians over the run / median; NaN < 3 blocks */
+    double drift_t;         /* t statistic of that slope */
+    double modes_d;         /* Ashman's D of the best two-group split; NaN untested */
+    double mode_low, mode_high;   /* the two groups' medians (ms) */
+    double mode_high_frac;  /* share of samples in the upper group */
+    int multimodal, drifting, noisy;
+    const char *label;      /* "multimodal" > "drifting" > "noisy" > "stable" (static) */
+} shp_stability;
+
+/* Lag-1 autocorrelation of x[0..n) around `mean`; NaN if n < 3 or constant. */
+double shp_lag1_autocorr(const double *x, Py_ssize_t n, double mean);
+/* AR(1) effective sample size n (1 - r) / (1 + r) (at least 2), or n when
+ * r1 <= 3 / sqrt(n) (not clearly correlated) or n < 20.  Never fails. */
+double shp_effective_n(Py_ssize_t n, double r1);
+/*
+ * Diagnose x[0..n) (n >= 1) given its summary `sm`; `scratch` holds n
+ * doubles (overwritten).  Also widens sm->ci_low / ci_high to the ranks
+ * of the effective sample size (no change when n_eff == n; the
+ * percentiles are never touched).  Never fails: without memory for the
+ * mode test its fields stay NaN.
+ */
+void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch, shp_summary *sm,
+                           shp_stability *out);
+
+/* ---- fields.c: table-driven attributes ---------------------------------- */
 /* ======================================================================== */
 /* 2. fields.c: table-driven attributes                                     */
 /* ======================================================================== */
@@ -487,6 +619,7 @@ typedef enum {
     SHP_F_OPT_COUNT,  /* Py_ssize_t >= 0, -1 means None */
     SHP_F_OPT_BOOL,   /* int: -1 None, 0 False, 1 True */
     SHP_F_OPT_DICT,   /* PyObject* dict or None (NULL) */
+    SHP_F_OPT_COUNTS, /* PyObject* tuple of ints >= 1 or None (NULL) */
 } shp_field_kind;
 
 typedef enum { SHP_R_NONE, SHP_R_MS, SHP_R_FPS, SHP_R_MB, SHP_R_RATIO } shp_round;
@@ -505,6 +638,9 @@ typedef struct {
     const char *doc;
 } shp_field;
 
+/* A SHP_F_OPT_COUNTS value (a tuple of ints, or NULL) as a new PyMem array
+ * in *out (NULL and *n = 0 for NULL).  0, or -1 with MemoryError. */
+int shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n);
 /* A NULL-name-terminated table per type. */
 PyObject *shp_field_get(PyObject *self, const shp_field *f);
 int shp_field_set(PyObject *self, const shp_field *f, PyObject *value);
@@ -555,6 +691,15 @@ typedef struct {
     int target_met;
     Py_ssize_t batch_size;
     double torch_max_allocated_mb;
+    shp_stability stab;         /* the full diagnosis (C only: for the warning) */
+    PyObject *stability;        /* interned label, or NULL */
+    double minor_faults_per_iter, major_faults_per_iter;   /* NaN: not available */
+    double vol_ctx_switches_per_iter, invol_ctx_switches_per_iter;
+    double cv, autocorr_lag1, drift;
+    Py_ssize_t effective_n;
+    int multimodal;
+    PyObject *run_sizes;        /* tuple of ints, or NULL */
+    double run_spread;
     PyObject *params;
     PyObject *env;
     /* raw samples (ms), owned by samples_owner (a capsule that frees them);
@@ -593,6 +738,12 @@ shp_Stats *shp_stats_alloc(shp_state *st);
 int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 /* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
+/* Fill the stability fields of `s`; 0, or -1 with MemoryError. */
+int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
+/* A BenchmarkWarning naming the cause and a remedy when the diagnosis
+ * kept in s->stab is not "stable" (nothing for a result not diagnosed
+ * here); 0, or -1 when the warning was turned into an error. */
+int shp_stats_warn_stability(shp_state *st, shp_Stats *s);
 /* Fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
 

@@ -60,6 +60,30 @@ static const shp_field stats_fields[] = {
        "Swept parameters of this run (e.g. {'batch_size': 16})."),
     KW("env", SHP_F_OPT_DICT, env, SHP_R_NONE, 0, SHP_SHOW_NEVER,
        "Environment the numbers were taken in (Python, CPU, NumPy, torch, driver, GPU)."),
+    KW("stability", SHP_F_OPT_STR, stability, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "'stable', 'noisy', 'multimodal' or 'drifting' (docs/statistics.md, Stability)."),
+    KW("cv", SHP_F_OPT_DOUBLE, cv, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Coefficient of variation: std_ms / mean_ms."),
+    KW("autocorr_lag1", SHP_F_OPT_DOUBLE, autocorr_lag1, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Lag-1 autocorrelation of the samples in iteration order."),
+    KW("effective_n", SHP_F_OPT_COUNT, effective_n, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "Effective sample size (AR(1)); the median's CI uses it."),
+    KW("drift", SHP_F_OPT_DOUBLE, drift, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Change of the block medians over the run, relative to the median (0.1 = +10%)."),
+    KW("multimodal", SHP_F_OPT_BOOL, multimodal, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "The samples form two separate groups (Ashman's D on log times)."),
+    KW("minor_faults_per_iter", SHP_F_OPT_DOUBLE, minor_faults_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Minor page faults per timed iteration (None: not available here)."),
+    KW("major_faults_per_iter", SHP_F_OPT_DOUBLE, major_faults_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Major page faults (disk reads) per timed iteration."),
+    KW("vol_ctx_switches_per_iter", SHP_F_OPT_DOUBLE, vol_ctx_switches_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Voluntary context switches (waits: I/O, locks, sleeps) per iteration."),
+    KW("invol_ctx_switches_per_iter", SHP_F_OPT_DOUBLE, invol_ctx_switches_per_iter, SHP_R_FPS,
+       0, SHP_SHOW_NEVER, "Involuntary context switches (preemptions) per iteration."),
+    KW("run_sizes", SHP_F_OPT_COUNTS, run_sizes, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Samples of each fresh-process run, in order (repeat= / --processes); None: one run."),
+    KW("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
+       "Between-run spread: std of the log medians of the runs (0.05 = 5%); None: one run."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)
@@ -110,6 +134,65 @@ shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n)
     Py_XSETREF(s->samples_owner, owner);
     s->samples = samples;
     s->nsamples = samples ? n : 0;
+    return 0;
+}
+
+int
+shp_stats_apply_stability(shp_Stats *s, const shp_stability *d)
+{
+    PyObject *label = PyUnicode_InternFromString(d->label);
+    if (label == NULL)
+        return -1;
+    Py_XSETREF(s->stability, label);
+    s->cv = d->cv;
+    s->autocorr_lag1 = d->autocorr;
+    s->effective_n = (Py_ssize_t)floor(d->n_eff);
+    s->drift = d->drift;
+    s->multimodal = d->multimodal;
+    s->stab = *d;
+    return 0;
+}
+
+int
+shp_stats_warn_stability(shp_state *st, shp_Stats *s)
+{
+    char a[32], b[32];
+    const shp_stability *d = &s->stab;
+    if (d->label == NULL)   /* not diagnosed (a result built by hand or loaded) */
+        return 0;
+    if (d->multimodal) {
+        PyOS_snprintf(a, sizeof(a), "%.3g", d->mode_low);
+        PyOS_snprintf(b, sizeof(b), "%.3g", d->mode_high);
+        return PyErr_WarnFormat(
+            st->warning, 1,
+            "benchmark %R is multimodal: its samples form two groups (around %s ms and %s ms, "
+            "%d%% in the slower one), which one median does not describe. Common causes: page "
+            "faults when the allocator hands memory back every call (see minor_faults_per_iter), "
+            "a busy machine preempting the calls (invol_ctx_switches_per_iter), a periodic GC or "
+            "background job, a frequency change. Remedy: more warm-up, pin the "
+            "threads, and repeat= to see whether it persists", s->name, a, b,
+            (int)lround(100.0 * d->mode_high_frac));
+    }
+    if (d->drifting) {
+        PyOS_snprintf(a, sizeof(a), "%+.0f%%", 100.0 * d->drift);
+        return PyErr_WarnFormat(
+            st->warning, 1,
+            "benchmark %R is drifting: its block medians moved %s from the start to the end of "
+            "the run (warm-up too short, a thermal or frequency change, a growing cache or "
+            "heap). Remedy: raise num_warmup, use repeat=, or isolate the machine", s->name, a);
+    }
+    if (d->noisy) {
+        double iqr = s->median_ms > 0 ? 100.0 * (s->p50_ms == s->p50_ms ? s->iqr_ms : 0.0) /
+                                            s->median_ms : 0.0;
+        PyOS_snprintf(a, sizeof(a), "%.0f%%", iqr);
+        PyOS_snprintf(b, sizeof(b), "%.0f%%", s->median_ms > 0 ? 100.0 * s->p95_ms / s->median_ms : 0.0);
+        return PyErr_WarnFormat(
+            st->warning, 1,
+            "benchmark %R is noisy: IQR %s of the median, P95 %s of it (the machine is "
+            "busy, or the callable's work varies). Remedy: pin threads (taskset, "
+            "torch.set_num_threads), isolate the machine, take more iterations or repeat=; "
+            "for an A/B question use compare_callables", s->name, a, b);
+    }
     return 0;
 }
 

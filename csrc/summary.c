@@ -249,6 +249,14 @@ shp_percentile_inplace(double *a, Py_ssize_t n, double q)
     return np_lerp(a[r[0]], a[r[1]], t);
 }
 
+double
+shp_order_stat(double *a, Py_ssize_t n, Py_ssize_t k)
+{
+    Py_ssize_t r[1] = {k};
+    select_many(a, 0, n - 1, r, 1);
+    return a[k];
+}
+
 void
 shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k)
 {

@@ -69,6 +69,7 @@ from .onnx_models import benchmark_onnx  # noqa: E402
 from .sweeps import SweepResult, sweep  # noqa: E402
 from .torch_models import profile_model  # noqa: E402
 from .plot import plot_latency, plot_sweep  # noqa: E402
+from .runner import benchmark_repeated, compare_callables  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
-            "plot_sweep"]
+            "plot_sweep", "benchmark_repeated", "compare_callables"]
