@@ -22,6 +22,7 @@ typedef struct {
     double target_rel_ci;             /* 0: not adaptive */
     double max_time_s;                /* 0: no limit */
     shp_device dev;
+    shp_preflight pf;                 /* the machine when the call started (env.c) */
 } bench_opts;
 
 #define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
@@ -221,9 +222,22 @@ fmt_g(char *buf, size_t n, double v)
 }
 
 static int
-emit_warnings(shp_state *st, shp_Stats *s, double overhead_ns)
+emit_warnings(shp_state *st, shp_Stats *s, const shp_preflight *pf, double overhead_ns)
 {
     char a[32], b[32];
+    if (pf->busy) {
+        fmt_g(a, sizeof(a), pf->load1);
+        PyOS_snprintf(b, sizeof(b), isnan(pf->others_share) ? "?" : "%.0f%%",
+                      100.0 * pf->others_share);
+        if (PyErr_WarnFormat(st->warning, 1,
+                             "benchmark %R: the machine was busy when it started (load average "
+                             "%s on %d CPUs; other processes used %s of all CPU time just "
+                             "before): expect noisy figures and verdicts that do not hold. "
+                             "Remedy: stop the other jobs or isolate CPUs (taskset), and compare "
+                             "with compare_callables, which cancels what the neighbours do",
+                             s->name, a, pf->ncpu, b) < 0)
+            return -1;
+    }
     double med_ns = s->median_ms * 1e6;
     if (overhead_ns > 0 && med_ns < 100.0 * overhead_ns) {
         fmt_g(a, sizeof(a), s->median_ms);
@@ -296,7 +310,7 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     s->name = o->name ? Py_NewRef(o->name) : PyUnicode_FromString("BenchmarkTarget");
     s->device = o->device ? Py_NewRef(o->device) : PyUnicode_FromString("CPU");
     s->ram_peak_method = PyUnicode_FromString(shp_peak_method_name(method));
-    s->env = shp_env_dict(st);
+    s->env = shp_env_dict(st, &o->pf);
     if (s->name == NULL || s->device == NULL || s->ram_peak_method == NULL || s->env == NULL)
         goto error;
     if (p->sync.have_cuda && shp_cuda_describe(st, &p->sync.cuda, s->env) < 0)
@@ -362,6 +376,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
     if (parse_call(args, nargs, kwnames, &o, &p) < 0 || shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync) < 0)
         goto done;
+    shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)
         goto done;
     name = o.name ? Py_NewRef(o.name) : PyUnicode_FromString("BenchmarkTarget");
@@ -457,7 +472,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         s->vol_ctx_switches_per_iter = (double)(ru1.nvcsw - ru0.nvcsw) / n;
         s->invol_ctx_switches_per_iter = (double)(ru1.nivcsw - ru0.nivcsw) / n;
     }
-    if (emit_warnings(st, s, overhead_ns) < 0) {
+    if (emit_warnings(st, s, &o.pf, overhead_ns) < 0) {
         Py_DECREF(s);
         goto done;
     }

@@ -232,6 +232,9 @@ typedef struct {
     PyObject *noop;                 /* native no-op used to measure overhead */
     PyObject *env_static;           /* cached part of the environment dict */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
+    /* machine preflight (env.c): the last /proc/stat reading and what it gave */
+    double cpu_busy_prev, cpu_total_prev, self_cpu_prev;   /* clock ticks; <0 none yet */
+    double others_share;            /* last measured share of the CPUs others used; NaN */
     shp_cuda cuda;
 } shp_state;
 
@@ -365,17 +368,22 @@ int shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs);
 
 /* ---- device.c ----------------------------------------------------------- */
 
-typedef enum { SHP_DEV_CPU = 0, SHP_DEV_CUDA = 1, SHP_DEV_MPS = 2 } shp_device_kind;
+typedef enum {
+    SHP_DEV_CPU = 0, SHP_DEV_CUDA = 1, SHP_DEV_MPS = 2,
+    SHP_DEV_OTHER = 3         /* an accelerator we cannot sync ("gpu", "xpu", ...) */
+} shp_device_kind;
 
 typedef struct {
     shp_device_kind kind;
     int ordinal;              /* CUDA: the ordinal after ':', -1 when none */
+    PyObject *label;          /* borrowed: the label parsed (for messages) */
 } shp_device;
 
 /*
  * Read a device label (a str): a label containing "cuda" (any case) is
- * CUDA, "cuda:N" names ordinal N; "mps" / "mps:..." is MPS; anything else
- * the CPU.  0, or -1 with ValueError for a malformed ordinal ("cuda:x"; *out
+ * CUDA, "cuda:N" names ordinal N; "mps" / "mps:..." is MPS; "gpu", "xpu",
+ * "rocm", "npu" and the other names of device.c's list (any case, ":N"
+ * allowed) are SHP_DEV_OTHER; anything else the CPU.  0, or -1 with ValueError for a malformed ordinal ("cuda:x"; *out
  * then still says CUDA) or the str's UnicodeEncodeError (*out says CPU).
  */
 int shp_device_parse(PyObject *label, shp_device *out);
@@ -433,8 +441,28 @@ shp_clear_unless_fatal(void)
 
 /* ---- env.c -------------------------------------------------------------- */
 
-/* A new environment dict (cached static part + torch if imported). */
-PyObject *shp_env_dict(shp_state *st);
+/* What the machine was doing when a benchmark started. */
+typedef struct {
+    double load1;          /* 1-minute load average; NaN unknown */
+    double others_share;   /* share of all CPUs used by other processes since the
+                              previous reading (>= 50 ms earlier); NaN unknown */
+    int ncpu;              /* online CPUs (0 unknown) */
+    int busy;              /* others_share > 25%, or (load1 - 1) / ncpu > 0.5 when unknown */
+} shp_preflight;
+
+#define SHP_BUSY_SHARE 0.25
+#define SHP_BUSY_LOAD 0.5
+
+/* Take the CPU-time reading the next preflight is measured against (module
+ * init).  Never fails, no exception. */
+void shp_preflight_mark(shp_state *st);
+/* Read the preflight (Linux: /proc/stat, getloadavg; elsewhere load only or
+ * nothing) and take a new mark.  Never fails, no exception. */
+void shp_preflight_read(shp_state *st, shp_preflight *out);
+/* A new environment dict (cached static part: CPU, governor, turbo, ASLR,
+ * isolated CPUs, ...; plus torch if imported, plus the preflight `pf` when
+ * not NULL).  NULL with an exception on failure. */
+PyObject *shp_env_dict(shp_state *st, const shp_preflight *pf);
 
 /* ======================================================================== */
 /* 1. computation                                                           */
