@@ -476,8 +476,15 @@ typedef struct {
     double q1, q3;              /* 25th / 75th percentiles */
     double ci_low, ci_high;     /* 95% CI of the median (order statistics) */
     Py_ssize_t outliers;        /* beyond Tukey's 1.5 IQR fences */
+    double autocorr;            /* lag-1 autocorrelation (NaN if undefined) */
+    double n_eff;               /* effective sample size the CI's ranks use */
 } shp_summary;
 
+/* Lag-1 autocorrelation of x[0..n) around `mean`; NaN if n < 3 or constant. */
+double shp_lag1_autocorr(const double *x, Py_ssize_t n, double mean);
+/* AR(1) effective sample size n (1 - r) / (1 + r) (at least 2), or n when
+ * r1 <= 3 / sqrt(n) (not clearly correlated) or n < 20.  Never fails. */
+double shp_effective_n(Py_ssize_t n, double r1);
 /*
  * Summarise x[0..n) (n >= 1).  `scratch` must hold n doubles; it is
  * overwritten (order statistics are found by selection in it, x is left
@@ -492,9 +499,6 @@ void shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
 
 /* NumPy-linear percentile q in [0, 1] of a[0..n), rearranging a (selection). */
 double shp_percentile_inplace(double *a, Py_ssize_t n, double q);
-
-/* The k-th smallest (0-based) of a[0..n), rearranging a.  Never fails. */
-double shp_order_stat(double *a, Py_ssize_t n, Py_ssize_t k);
 
 /* 1-based ranks (j, k) of the distribution-free 95% CI of the median:
  * [x_(j), x_(k)] with k = n + 1 - j; j = 1 when n is too small. */
@@ -618,20 +622,13 @@ typedef struct {
     const char *label;      /* "multimodal" > "drifting" > "noisy" > "stable" (static) */
 } shp_stability;
 
-/* Lag-1 autocorrelation of x[0..n) around `mean`; NaN if n < 3 or constant. */
-double shp_lag1_autocorr(const double *x, Py_ssize_t n, double mean);
-/* AR(1) effective sample size n (1 - r) / (1 + r) (at least 2), or n when
- * r1 <= 3 / sqrt(n) (not clearly correlated) or n < 20.  Never fails. */
-double shp_effective_n(Py_ssize_t n, double r1);
 /*
- * Diagnose x[0..n) (n >= 1) given its summary `sm`; `scratch` holds n
- * doubles (overwritten).  Also widens sm->ci_low / ci_high to the ranks
- * of the effective sample size (no change when n_eff == n; the
- * percentiles are never touched).  Never fails: without memory for the
- * mode test its fields stay NaN.
+ * Diagnose x[0..n) (n >= 1) given its summary `sm` (autocorrelation and
+ * n_eff come from it); `scratch` holds n doubles (overwritten).  Never
+ * fails: without memory for the mode test its fields stay NaN.
  */
-void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch, shp_summary *sm,
-                           shp_stability *out);
+void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
+                           const shp_summary *sm, shp_stability *out);
 
 /* ---- fields.c: table-driven attributes ---------------------------------- */
 /* ======================================================================== */

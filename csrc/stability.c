@@ -2,14 +2,16 @@
  * stability.c -- how far one run's samples can be trusted (pure computation).
  *
  * Every result says whether its samples look like draws from one steady
- * process.  The label uses robust measures (IQR, P95, block medians, log
+ * process, at a cost per sample well under the summary's (the mode test's
+ * sort is capped; bench_callgrind.py splits the figure out).  The label uses robust measures (IQR, P95, block medians, log
  * modes): a few preempted calls on a busy machine inflate the CV without
  * making the median untrustworthy.  Four diagnostics, each O(n) but the mode test (a sort of at
  * most SHP_STAB_MAX_SORT samples):
  *
  *   cv         std / mean.
- *   autocorr   lag-1 autocorrelation; with it the AR(1) effective sample
- *              size n (1 - r) / (1 + r), which widens the median's CI.
+ *   autocorr   lag-1 autocorrelation and the AR(1) effective sample size
+ *              n (1 - r) / (1 + r) (computed by summary.c, whose CI of the
+ *              median uses it).
  *   drift      least-squares slope of the medians of 10 consecutive
  *              blocks, as the relative change over the run, with its t.
  *   modes      the best split of the sorted log samples into two groups
@@ -28,41 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHP_STAB_MAX_SORT 100000   /* the mode test looks at a strided subsample above this */
+#define SHP_STAB_MAX_SORT 1000     /* the mode test looks at a subsample above this */
 #define SHP_STAB_MIN_MODE_N 40
 #define SHP_STAB_MIN_FRAC 0.05     /* each group of a split: at least 5% of the samples */
 #define SHP_STAB_MODE_SEP 0.10     /* modes 10% apart at least, or they do not matter */
 #define SHP_STAB_MIN_NOISY_N 10    /* fewer samples say nothing about the spread */
-
-/* Lag-1 autocorrelation of x[0..n) around `mean`; NaN when undefined. */
-double
-shp_lag1_autocorr(const double *x, Py_ssize_t n, double mean)
-{
-    if (n < 3)
-        return NAN;
-    double num = 0.0, den = 0.0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double d = x[i] - mean;
-        den += d * d;
-        if (i + 1 < n)
-            num += d * (x[i + 1] - mean);
-    }
-    return den > 0.0 ? num / den : NAN;
-}
-
-double
-shp_effective_n(Py_ssize_t n, double r1)
-{
-    /* Only a positive correlation clearly beyond chance (3 / sqrt(n): about
-     * 1 in 700 i.i.d. sample sets) shrinks n: independent samples keep their
-     * exact order-statistic interval. */
-    if (isnan(r1) || n < 20 || r1 <= 3.0 / sqrt((double)n))
-        return (double)n;
-    if (r1 > 0.999)
-        r1 = 0.999;
-    double e = (double)n * (1.0 - r1) / (1.0 + r1);
-    return e < 2.0 ? 2.0 : e;
-}
 
 /* Slope of the consecutive block medians: relative change over the run, t. */
 static void
@@ -130,7 +102,11 @@ mode_test(const double *x, Py_ssize_t n, shp_stability *out)
     if (v == NULL)
         return;
     for (Py_ssize_t i = 0; i < m; i++) {
-        double s = x[(Py_ssize_t)((double)i * (double)n / (double)m)];
+        /* a golden-ratio sequence of positions when subsampling: a fixed
+         * stride could alias with a periodic pattern (every third call slow) */
+        double pos = m == n ? (double)i : fmod(0.5 + (double)i * 0.6180339887498949, 1.0) * (double)n;
+        Py_ssize_t k = (Py_ssize_t)pos;
+        double s = x[k < n ? k : n - 1];
         if (!(s > 0.0)) {
             PyMem_Free(v);
             return;   /* a log needs positive times */
@@ -169,34 +145,14 @@ mode_test(const double *x, Py_ssize_t n, shp_stability *out)
     PyMem_Free(v);
 }
 
-/* The median's CI from the ranks of n_eff independent samples, scaled
- * back to n: autocorrelated samples know less about the median. */
-static void
-widen_ci(const double *x, Py_ssize_t n, double n_eff, double *scratch, shp_summary *sm)
-{
-    Py_ssize_t ne = (Py_ssize_t)floor(n_eff), je, ke;
-    if (ne >= n || ne < 1)
-        return;
-    shp_median_ci_ranks(ne, &je, &ke);
-    Py_ssize_t j = 1 + (Py_ssize_t)floor((double)(je - 1) * (double)n / n_eff);
-    if (j < 1)
-        j = 1;
-    if (j > (n + 1) / 2)
-        j = (n + 1) / 2;
-    memcpy(scratch, x, (size_t)n * sizeof(double));
-    sm->ci_low = shp_order_stat(scratch, n, j - 1);
-    sm->ci_high = shp_order_stat(scratch, n, n - j);
-}
-
 void
-shp_stability_compute(const double *x, Py_ssize_t n, double *scratch, shp_summary *sm,
+shp_stability_compute(const double *x, Py_ssize_t n, double *scratch, const shp_summary *sm,
                       shp_stability *out)
 {
     memset(out, 0, sizeof(*out));
     out->cv = sm->mean > 0.0 ? sm->std / sm->mean : NAN;
-    out->autocorr = shp_lag1_autocorr(x, n, sm->mean);
-    out->n_eff = shp_effective_n(n, out->autocorr);
-    widen_ci(x, n, out->n_eff, scratch, sm);
+    out->autocorr = sm->autocorr;   /* summary.c: its CI of the median already uses n_eff */
+    out->n_eff = sm->n_eff;
     block_trend(x, n, sm->median, scratch, &out->drift, &out->drift_t);
     mode_test(x, n, out);
 
