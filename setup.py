@@ -23,7 +23,7 @@ SOURCES = [
     "notes.c", "env.c", "summary.c", "bootstrap.c", "markup.c", "verdict.c", "stability.c",
     "fields.c",
     "table.c",
-    "stats.c", "gpumem.c", "compare.c", "cudasync.c",
+    "stats.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "bench.c",
     "module.c",
 ]

@@ -29,6 +29,7 @@
  *                 the result structs below, calls none of their functions)
  *  4. Python types -- one type (and its module functions) per file
  *     stats.c     BenchmarkStats
+ *     advice.c    a result filled from summary and diagnosis; the stability warning
  *     gpumem.c    GPUMemoryInfo
  *     compare.c   the Comparison type and compare_benchmarks
  *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
@@ -763,13 +764,13 @@ shp_Stats *shp_stats_alloc(shp_state *st);
 int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 /* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
-/* Fill the stability fields of `s`; 0, or -1 with MemoryError. */
+/* advice.c: fill the stability fields of `s`; 0, or -1 with MemoryError. */
 int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
 /* A BenchmarkWarning naming the cause and a remedy when the diagnosis
  * kept in s->stab is not "stable" (nothing for a result not diagnosed
  * here); 0, or -1 when the warning was turned into an error. */
 int shp_stats_warn_stability(shp_state *st, shp_Stats *s);
-/* Fill the latency fields of `s` from a summary. */
+/* advice.c: fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
