@@ -25,6 +25,7 @@ typedef struct {
     PyObject *method;
     Py_ssize_t baseline_runs, candidate_runs;
     double run_spread;
+    double boot_low, boot_high;
 } shp_Comparison;
 
 #define C_OFF(m) offsetof(shp_Comparison, m)
@@ -53,6 +54,10 @@ static const shp_field comparison_fields[] = {
     CK("candidate_runs", SHP_F_COUNT, candidate_runs, SHP_R_NONE, 1, "Runs (or rounds) of the candidate."),
     CK("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0,
        "Between-run spread used (std of log run medians), when measured or given."),
+    CK("bootstrap_low", SHP_F_OPT_DOUBLE, boot_low, SHP_R_RATIO, 0,
+       "The percentile-bootstrap 95% interval of the ratio alone (sampling error), low end."),
+    CK("bootstrap_high", SHP_F_OPT_DOUBLE, boot_high, SHP_R_RATIO, 0,
+       "... high end; ci95_low / ci95_high widen it by the block and run spread."),
     {NULL},
 };
 
@@ -481,6 +486,8 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     c->baseline_runs = j.runs_a;
     c->candidate_runs = j.runs_b;
     c->run_spread = j.run_spread;
+    c->boot_low = blo;
+    c->boot_high = bhi;
     c->verdict = PyUnicode_FromString(verdict);
     c->reason = PyUnicode_FromString(reason);
     c->method = PyUnicode_FromString(j.method);

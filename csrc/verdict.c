@@ -234,8 +234,9 @@ shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssiz
         df = INFINITY;
     }
     double q = shp_t975(df) * sqrt(v);
-    out->lo = ratio * exp(-q);
-    out->hi = ratio * exp(q);
+    /* never narrower than the bootstrap's own (possibly skewed) interval */
+    out->lo = fmin(ratio * exp(-q), blo);
+    out->hi = fmax(ratio * exp(q), bhi);
     out->widened = 1;
     return 0;
 }

@@ -48,6 +48,10 @@ class BenchmarkStats:
     effective_n: Optional[int]
     drift: Optional[float]
     multimodal: Optional[bool]
+    minor_faults_per_iter: Optional[float]
+    major_faults_per_iter: Optional[float]
+    vol_ctx_switches_per_iter: Optional[float]
+    invol_ctx_switches_per_iter: Optional[float]
     run_sizes: Optional[tuple[int, ...]]
     run_spread: Optional[float]
     @property
@@ -90,6 +94,10 @@ class BenchmarkStats:
         effective_n: Optional[int] = None,
         drift: Optional[float] = None,
         multimodal: Optional[bool] = None,
+        minor_faults_per_iter: Optional[float] = None,
+        major_faults_per_iter: Optional[float] = None,
+        vol_ctx_switches_per_iter: Optional[float] = None,
+        invol_ctx_switches_per_iter: Optional[float] = None,
         run_sizes: Optional[Iterable[int]] = None,
         run_spread: Optional[float] = None,
         samples_ms: Optional[Iterable[float]] = None,
