@@ -19,12 +19,12 @@ def knob(name):
 # In layer order (csrc/profiling.h has the map): leaves, computation, fields,
 # rendering, Python types, the run, the module.
 SOURCES = [
-    "clock.c", "memory.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "notes.c", "env.c",
-    "cachecold.c", "nvml.c", "cudatime.c",
-    "summary.c", "bootstrap.c", "markup.c", "scopedata.c",
+    "clock.c", "memory.c", "rusage.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
+    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c",
+    "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c",
     "table.c",
-    "stats.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scope.c", "scopetimer.c",
+    "stats.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "bench.c",
     "module.c",
 ]

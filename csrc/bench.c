@@ -25,6 +25,7 @@ typedef struct {
     int cache_cold;                   /* cache="cold" */
     int has_stream;                   /* stream= given (not None) */
     void *stream;                     /* its CUstream handle */
+    shp_preflight pf;                 /* the machine when the call started (env.c) */
 } bench_opts;
 
 #define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
@@ -238,9 +239,22 @@ fmt_g(char *buf, size_t n, double v)
 }
 
 static int
-emit_warnings(shp_state *st, shp_Stats *s, double overhead_ns)
+emit_warnings(shp_state *st, shp_Stats *s, const shp_preflight *pf, double overhead_ns)
 {
     char a[32], b[32];
+    if (pf->busy) {
+        fmt_g(a, sizeof(a), pf->load1);
+        PyOS_snprintf(b, sizeof(b), isnan(pf->others_share) ? "?" : "%.0f%%",
+                      100.0 * pf->others_share);
+        if (PyErr_WarnFormat(st->warning, 1,
+                             "benchmark %R: the machine was busy when it started (load average "
+                             "%s on %d CPUs; other processes used %s of all CPU time just "
+                             "before): expect noisy figures and verdicts that do not hold. "
+                             "Remedy: stop the other jobs or isolate CPUs (taskset), and compare "
+                             "with compare_callables, which cancels what the neighbours do",
+                             s->name, a, pf->ncpu, b) < 0)
+            return -1;
+    }
     double med_ns = s->median_ms * 1e6;
     if (overhead_ns > 0 && med_ns < 100.0 * overhead_ns) {
         fmt_g(a, sizeof(a), s->median_ms);
@@ -252,6 +266,22 @@ emit_warnings(shp_state *st, shp_Stats *s, double overhead_ns)
                              s->name, a, b) < 0)
             return -1;
     }
+    double faults = s->minor_faults_per_iter + s->major_faults_per_iter;   /* NaN: unknown */
+    if (faults > SHP_FAULTS_WARN) {
+        fmt_g(a, sizeof(a), faults);
+        if (PyErr_WarnFormat(st->warning, 1,
+                             "benchmark %R: %s page faults per call. The kernel is handing out "
+                             "fresh zero-filled pages every call, typically because malloc "
+                             "returns the callable's large temporaries to the OS after each call "
+                             "(glibc's mmap threshold); the figure then depends on allocator "
+                             "state (what the process freed earlier) more than on the code. "
+                             "Remedy: reuse buffers (out=), or run both sides of a comparison "
+                             "with MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_="
+                             "134217728 (docs/methodology.md, Allocator state)", s->name, a) < 0)
+            return -1;
+    }
+    if (shp_stats_warn_stability(st, s) < 0)
+        return -1;
     double res = (double)shp_clock_resolution_ns();
     if (med_ns < 20.0 * res) {
         fmt_g(a, sizeof(a), s->median_ms);
@@ -277,9 +307,13 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     for (Py_ssize_t i = 0; i < n; i++)
         run->samples[i] /= 1e6;   /* ns -> ms, once */
     shp_summary sm;
+    shp_stability stab;
     shp_summarize(run->samples, n, run->scratch, &sm);
+    shp_stability_compute(run->samples, n, run->scratch, &sm, &stab);
     shp_stats_apply_summary(s, &sm);
     if (shp_extras_fill(s, run, o->num_warmup, overhead_ns, p, x) < 0)
+        goto error;
+    if (shp_stats_apply_stability(s, &stab) < 0)
         goto error;
     double *buf = run->samples;
     if (run->cap > n) {
@@ -294,7 +328,7 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     s->name = o->name ? Py_NewRef(o->name) : PyUnicode_FromString("BenchmarkTarget");
     s->device = o->device ? Py_NewRef(o->device) : PyUnicode_FromString("CPU");
     s->ram_peak_method = PyUnicode_FromString(shp_peak_method_name(method));
-    s->env = shp_env_dict(st);
+    s->env = shp_env_dict(st, &o->pf);
     if (s->name == NULL || s->device == NULL || s->ram_peak_method == NULL || s->env == NULL)
         goto error;
     if (p->sync.have_cuda && shp_cuda_describe(st, &p->sync.cuda, s->env) < 0)
@@ -363,6 +397,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync) < 0 ||
         shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream) < 0)
         goto done;
+    shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)
         goto done;
     name = o.name ? Py_NewRef(o.name) : PyUnicode_FromString("BenchmarkTarget");
@@ -417,8 +452,11 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     pl.name = name;
     /* seconds -> ns without overflow: ~292 years and beyond mean "no limit" */
     int64_t max_time_ns = max_time_s * 1e9 >= 9e18 ? INT64_MAX : (int64_t)(max_time_s * 1e9);
+    shp_rusage ru0, ru1;   /* read around the loop, never inside a timed region */
+    shp_rusage_thread(&ru0);
     int loop_rc = shp_timed_loop(&p, &run, o.num_iters, o.target_rel_ci, max_time_ns,
                              window_open ? &win : NULL, vram, &pl, name);
+    shp_rusage_thread(&ru1);
     if (gc_held) {
         shp_gc_release();
         gc_held = 0;
@@ -455,11 +493,19 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(s);
         goto done;
     }
+    Py_ssize_t timed = run.n;
     shp_Stats *s = make_stats(st, &o, &p, &run, ram_bytes, method, vram_base, vram, overhead_ns,
                               &x);
     if (s == NULL)
         goto done;
-    if (emit_warnings(st, s, overhead_ns) < 0 || shp_extras_warn(st, s, &x, &p) < 0) {
+    if (ru0.ok && ru1.ok && timed > 0) {
+        double n = (double)timed;
+        s->minor_faults_per_iter = (double)(ru1.minflt - ru0.minflt) / n;
+        s->major_faults_per_iter = (double)(ru1.majflt - ru0.majflt) / n;
+        s->vol_ctx_switches_per_iter = (double)(ru1.nvcsw - ru0.nvcsw) / n;
+        s->invol_ctx_switches_per_iter = (double)(ru1.nivcsw - ru0.nivcsw) / n;
+    }
+    if (emit_warnings(st, s, &o.pf, overhead_ns) < 0 || shp_extras_warn(st, s, &x, &p) < 0) {
         Py_DECREF(s);
         goto done;
     }

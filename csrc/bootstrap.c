@@ -139,16 +139,6 @@ cmp_double(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-const char *
-shp_verdict(double lo, double hi)
-{
-    if (hi < 1.0)
-        return "faster";
-    if (lo > 1.0)
-        return "slower";
-    return "same";
-}
-
 int
 shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
                     uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,

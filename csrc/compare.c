@@ -19,21 +19,45 @@ typedef struct {
     double ratio, ci95_low, ci95_high;
     PyObject *verdict;
     Py_ssize_t resamples;
+    /* keyword-only: how the verdict was reached (verdict.c) */
+    PyObject *reason;
+    double margin;
+    PyObject *method;
+    Py_ssize_t baseline_runs, candidate_runs;
+    double run_spread;
+    double boot_low, boot_high;
 } shp_Comparison;
 
 #define C_OFF(m) offsetof(shp_Comparison, m)
 #define CF(nm, kind, m, rnd, doc) {nm, kind, C_OFF(m), rnd, 1, 0, 0.0, SHP_SHOW_ALWAYS, doc}
+#define CK(nm, kind, m, rnd, dflt, doc) {nm, kind, C_OFF(m), rnd, 0, 1, dflt, SHP_SHOW_IF_SET, doc}
 static const shp_field comparison_fields[] = {
     CF("baseline", SHP_F_STR, baseline, SHP_R_NONE, "Name of the baseline benchmark."),
     CF("candidate", SHP_F_STR, candidate, SHP_R_NONE, "Name of the candidate benchmark."),
     CF("baseline_median_ms", SHP_F_DOUBLE, baseline_median_ms, SHP_R_MS, "Baseline median (ms)."),
     CF("candidate_median_ms", SHP_F_DOUBLE, candidate_median_ms, SHP_R_MS, "Candidate median (ms)."),
     CF("ratio", SHP_F_DOUBLE, ratio, SHP_R_RATIO, "candidate median / baseline median."),
-    CF("ci95_low", SHP_F_DOUBLE, ci95_low, SHP_R_RATIO, "Bootstrap 95% CI of the ratio, low end."),
-    CF("ci95_high", SHP_F_DOUBLE, ci95_high, SHP_R_RATIO, "Bootstrap 95% CI of the ratio, high end."),
+    CF("ci95_low", SHP_F_DOUBLE, ci95_low, SHP_R_RATIO,
+       "95% interval of the ratio, low end (between-block and between-run spread included)."),
+    CF("ci95_high", SHP_F_DOUBLE, ci95_high, SHP_R_RATIO, "95% interval of the ratio, high end."),
     CF("verdict", SHP_F_STR, verdict, SHP_R_NONE,
-       "'faster' (CI below 1), 'slower' (CI above 1) or 'same' (CI contains 1)."),
+       "'slower' / 'faster' (interval excludes 1 and the ratio is beyond the margin), 'same' "
+       "(interval inside the margin) or 'inconclusive' (see reason)."),
     CF("resamples", SHP_F_COUNT, resamples, SHP_R_NONE, "Bootstrap resamples used."),
+    CK("reason", SHP_F_OPT_STR, reason, SHP_R_NONE, 0, "Why this verdict, in one sentence."),
+    CK("margin", SHP_F_DOUBLE, margin, SHP_R_RATIO, SHP_DEFAULT_MARGIN,
+       "Practical-equivalence margin: differences under it count as the same (0.05 = 5%)."),
+    CK("method", SHP_F_OPT_STR, method, SHP_R_NONE, 0,
+       "What the interval rests on: 'samples' (single runs), 'runs' (repetitions) or "
+       "'interleaved' (paired rounds)."),
+    CK("baseline_runs", SHP_F_COUNT, baseline_runs, SHP_R_NONE, 1, "Runs (or rounds) of the baseline."),
+    CK("candidate_runs", SHP_F_COUNT, candidate_runs, SHP_R_NONE, 1, "Runs (or rounds) of the candidate."),
+    CK("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0,
+       "Between-run spread used (std of log run medians), when measured or given."),
+    CK("bootstrap_low", SHP_F_OPT_DOUBLE, boot_low, SHP_R_RATIO, 0,
+       "The percentile-bootstrap 95% interval of the ratio alone (sampling error), low end."),
+    CK("bootstrap_high", SHP_F_OPT_DOUBLE, boot_high, SHP_R_RATIO, 0,
+       "... high end; ci95_low / ci95_high widen it by the block and run spread."),
     {NULL},
 };
 
@@ -99,6 +123,42 @@ Cmp_to_dict(PyObject *self, PyObject *unused)
     return shp_fields_dict(self, comparison_fields, 1);
 }
 
+/* The keyword-only fields, unrounded, as a dict (pickle state). */
+static PyObject *
+keyword_state(PyObject *op)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    for (const shp_field *f = comparison_fields; f->name != NULL; f++) {
+        if (!f->keyword_only)
+            continue;
+        PyObject *v = shp_field_get(op, f);
+        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *
+Cmp_setstate(PyObject *op, PyObject *state)
+{
+    if (!PyDict_Check(state)) {
+        PyErr_SetString(PyExc_TypeError, "Comparison.__setstate__ needs a dict");
+        return NULL;
+    }
+    for (const shp_field *f = comparison_fields; f->name != NULL; f++) {
+        PyObject *v = f->keyword_only ? PyDict_GetItemString(state, f->name) : NULL;
+        if (v != NULL && shp_field_set(op, f, v) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Cmp_reduce(PyObject *op, PyObject *unused)
 {
@@ -108,11 +168,14 @@ Cmp_reduce(PyObject *op, PyObject *unused)
     PyObject *b = shp_field_get(op, &comparison_fields[0]);
     PyObject *k = shp_field_get(op, &comparison_fields[1]);
     PyObject *v = shp_field_get(op, &comparison_fields[7]);
-    PyObject *res = NULL;
+    PyObject *res = NULL, *state = NULL;
     if (b != NULL && k != NULL && v != NULL)
-        res = Py_BuildValue("O(OOdddddOn)", (PyObject *)Py_TYPE(op), b, k,
+        state = keyword_state(op);
+    if (state != NULL)
+        res = Py_BuildValue("O(OOdddddOn)O", (PyObject *)Py_TYPE(op), b, k,
                             c->baseline_median_ms, c->candidate_median_ms, c->ratio,
-                            c->ci95_low, c->ci95_high, v, c->resamples);
+                            c->ci95_low, c->ci95_high, v, c->resamples, state);
+    Py_XDECREF(state);
     Py_XDECREF(b);
     Py_XDECREF(k);
     Py_XDECREF(v);
@@ -179,6 +242,7 @@ Cmp_html(PyObject *op, PyObject *unused)
 static PyMethodDef comparison_methods[] = {
     {"to_dict", Cmp_to_dict, METH_NOARGS, "to_dict() -> dict (ratios rounded to 4 decimals)."},
     {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
+    {"__setstate__", Cmp_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},
     {"_repr_html_", Cmp_html, METH_NOARGS, "HTML table (Jupyter)."},
     {"to_markdown", Cmp_markdown, METH_NOARGS, "The comparison as a Markdown table."},
@@ -227,18 +291,119 @@ check_stats(shp_state *st, PyObject *o, const char *what)
     return 0;
 }
 
+/* A side's run sizes as a C array (NULL, 1 for no run_sizes); 0 / -1. */
+static int
+run_sizes_of(shp_Stats *s, const char *what, Py_ssize_t **sizes, Py_ssize_t *nruns)
+{
+    Py_ssize_t total = 0;
+    if (shp_counts_array(s->run_sizes, sizes, nruns) < 0)
+        return -1;
+    if (*sizes == NULL) {
+        *nruns = 1;
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < *nruns; i++)
+        total += (*sizes)[i];
+    if (total != s->nsamples) {
+        PyMem_Free(*sizes);
+        *sizes = NULL;
+        PyErr_Format(PyExc_ValueError, "compare_benchmarks(): %s.run_sizes add up to %zd, but it "
+                     "has %zd samples", what, total, s->nsamples);
+        return -1;
+    }
+    return 0;
+}
+
+/* What the comparison decided, before it becomes a Comparison. */
+typedef struct {
+    double ma, mb, ratio, lo, hi, run_spread;
+    Py_ssize_t runs_a, runs_b;
+    const char *method;
+    char basis[160];
+    const char *advice;
+} judged;
+
+/* Interleaved rounds (paired=True): round i of a against round i of b. */
+static int
+judge_paired(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
+             const Py_ssize_t *sb, Py_ssize_t rb, judged *j)
+{
+    if (sa == NULL || sb == NULL || ra != rb || ra < 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "compare_benchmarks(): paired=True needs run_sizes on both sides with the "
+                        "same number (>= 2) of rounds, as compare_callables makes");
+        return -1;
+    }
+    if (shp_paired_rounds(a->samples, b->samples, sa, sb, ra, &j->ratio, &j->lo, &j->hi) < 0)
+        return -1;
+    j->method = "interleaved";
+    j->runs_a = j->runs_b = ra;
+    PyOS_snprintf(j->basis, sizeof(j->basis),
+                  "%zd interleaved rounds, distribution-free interval of the median round ratio%s",
+                  ra, ra < 6 ? "; under 6 rounds its coverage is below 95%" : "");
+    j->advice = "; more rounds= narrow it";
+    return 0;
+}
+
+/* Separate runs: bootstrap of the pooled medians, widened by the block and run spreads. */
+static int
+judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
+             const Py_ssize_t *sb, Py_ssize_t rb, double known, double blo, double bhi,
+             judged *j)
+{
+    shp_interval iv;
+    if (shp_widen_interval(a->samples, a->nsamples, sa, ra, b->samples, b->nsamples, sb, rb,
+                           known, j->ratio, blo, bhi, &iv) < 0)
+        return -1;
+    j->runs_a = ra;
+    j->runs_b = rb;
+    j->method = ra > 1 || rb > 1 ? "runs" : "samples";
+    j->lo = iv.lo;
+    j->hi = iv.hi;
+    double sa_ = iv.a.run_spread, sb_ = iv.b.run_spread;
+    double spread = isnan(sa_) ? sb_ : isnan(sb_) ? sa_ : sa_ > sb_ ? sa_ : sb_;
+    j->run_spread = known >= 0.0 ? known : spread;
+    if (!iv.widened) {
+        PyOS_snprintf(j->basis, sizeof(j->basis),
+                      "bootstrap of the medians only: too few samples (under %d per run) to see "
+                      "how the runs drift", 3 * SHP_MIN_BLOCK);
+        j->advice = "; take more samples";
+    }
+    else if (ra > 1 || rb > 1) {
+        PyOS_snprintf(j->basis, sizeof(j->basis),
+                      "%zd and %zd runs, between-run spread ±%.1f%%", ra, rb, 100.0 * spread);
+        j->advice = "; more runs (repeat=) or compare_callables(a, b) narrow it";
+    }
+    else if (known >= 0.0) {
+        PyOS_snprintf(j->basis, sizeof(j->basis),
+                      "single runs with the given between-run spread ±%.1f%%", 100.0 * known);
+        j->advice = "; compare_callables(a, b) narrows it";
+    }
+    else {
+        double x = iv.a.slow_spread, y = iv.b.slow_spread;
+        PyOS_snprintf(j->basis, sizeof(j->basis),
+                      "single runs: their slow variation ±%.1f%% stands in for the unmeasured "
+                      "run-to-run spread", 100.0 * (x > y ? x : y));
+        j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
+    }
+    return 0;
+}
+
 PyObject *
 shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames)
 {
     shp_state *st = PyModule_GetState(module);
-    static const char *const names[] = {"baseline", "candidate", "resamples", "seed"};
-    static const shp_argspec spec = {"compare_benchmarks", names, 4, 2, 2, 0};
-    PyObject *v[4];
+    static const char *const names[] = {"baseline", "candidate", "resamples", "seed",
+                                        "margin", "run_spread", "paired"};
+    static const shp_argspec spec = {"compare_benchmarks", names, 7, 2, 2, 0};
+    PyObject *v[7];
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
     Py_ssize_t resamples = 2000;
     unsigned long long seed = 0;
+    double margin = SHP_DEFAULT_MARGIN, known = -1.0;
+    int paired = 0;
     if (v[2] != NULL) {
         PyObject *idx = shp_arg_index(v[2], FN, "resamples");
         if (idx == NULL)
@@ -267,28 +432,73 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         if (PyErr_Occurred())
             return NULL;
     }
+    for (int i = 4; i < 6; i++) {
+        double d;
+        if (v[i] == NULL || (i == 5 && v[i] == Py_None))
+            continue;
+        if (shp_arg_real(v[i], FN, names[i], &d) < 0)
+            return NULL;
+        if (!(d >= 0.0 && d < 1.0))
+            return shp_arg_value_error(FN, names[i], "a number in [0, 1) (0.05 = 5%)", v[i]),
+                   NULL;
+        if (i == 4)
+            margin = d;
+        else
+            known = d;
+    }
+    if (v[6] != NULL && shp_arg_flag(v[6], &paired) < 0)
+        return NULL;
     if (check_stats(st, v[0], "baseline") < 0 || check_stats(st, v[1], "candidate") < 0)
         return NULL;
     shp_Stats *a = (shp_Stats *)v[0], *b = (shp_Stats *)v[1];
-    double ma, mb, ratio, lo, hi;
+    Py_ssize_t *sa = NULL, *sb = NULL, ra = 1, rb = 1;
+    shp_Comparison *c = NULL;
+    judged j;
+    memset(&j, 0, sizeof(j));
+    j.run_spread = NAN;
+    double blo, bhi;
+    if (run_sizes_of(a, "baseline", &sa, &ra) < 0 || run_sizes_of(b, "candidate", &sb, &rb) < 0)
+        goto error;
     if (shp_compare_samples(a->samples, a->nsamples, b->samples, b->nsamples,
-                            (uint64_t)seed, resamples, &ma, &mb, &ratio, &lo, &hi) < 0)
-        return NULL;
-    shp_Comparison *c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
+                            (uint64_t)seed, resamples, &j.ma, &j.mb, &j.ratio, &blo, &bhi) < 0)
+        goto error;
+    if (paired ? judge_paired(a, b, sa, ra, sb, rb, &j) < 0
+               : judge_levels(a, b, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
+        goto error;
+    const char *verdict = shp_judge(j.ratio, j.lo, j.hi, margin);
+    if (paired && ra < 6)
+        verdict = "inconclusive";
+    char reason[512];
+    shp_judge_reason(verdict, j.ratio, j.lo, j.hi, margin, j.basis, j.advice, reason,
+                     sizeof(reason));
+    c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
     if (c == NULL)
-        return NULL;
+        goto error;
     c->baseline = Py_NewRef(a->name ? a->name : Py_None);
     c->candidate = Py_NewRef(b->name ? b->name : Py_None);
-    c->baseline_median_ms = ma;
-    c->candidate_median_ms = mb;
-    c->ratio = ratio;
-    c->ci95_low = lo;
-    c->ci95_high = hi;
+    c->baseline_median_ms = j.ma;
+    c->candidate_median_ms = j.mb;
+    c->ratio = j.ratio;
+    c->ci95_low = j.lo;
+    c->ci95_high = j.hi;
     c->resamples = resamples;
-    c->verdict = PyUnicode_FromString(shp_verdict(lo, hi));
-    if (c->verdict == NULL) {
-        Py_DECREF(c);
-        return NULL;
-    }
+    c->margin = margin;
+    c->baseline_runs = j.runs_a;
+    c->candidate_runs = j.runs_b;
+    c->run_spread = j.run_spread;
+    c->boot_low = blo;
+    c->boot_high = bhi;
+    c->verdict = PyUnicode_FromString(verdict);
+    c->reason = PyUnicode_FromString(reason);
+    c->method = PyUnicode_FromString(j.method);
+    if (c->verdict == NULL || c->reason == NULL || c->method == NULL)
+        goto error;
+    PyMem_Free(sa);
+    PyMem_Free(sb);
     return (PyObject *)c;
+error:
+    Py_XDECREF(c);
+    PyMem_Free(sa);
+    PyMem_Free(sb);
+    return NULL;
 }

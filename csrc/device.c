@@ -5,6 +5,9 @@
  *   contains "cuda" (any case) CUDA: "CUDA", "cuda:1", "CUDAExecutionProvider"
  *                              (an ordinal after a ':' following "cuda")
  *   "mps" or "mps:..."         Apple's Metal (torch.mps.synchronize)
+ *   "gpu", "xpu", "rocm", ...  another accelerator (SHP_ACCELERATORS, any case,
+ *                              optionally ":N"): no sync we can apply, so
+ *                              benchmark_callable warns unless sync_fn is given
  *
  * benchmark_callable refuses a malformed ordinal ("cuda:x"); the table,
  * which only shows stored results, still counts such a label as CUDA.  Both
@@ -49,11 +52,31 @@ parse_cuda(const char *device, int *ordinal)
     return 1;
 }
 
+/* Accelerators that run asynchronously but have no sync we can apply
+ * ourselves.  Deliberately an explicit list: ONNX Runtime provider names
+ * ("...ExecutionProvider") and free-form tags stay plain labels. */
+static const char *const accelerators[] = {
+    "gpu", "xpu", "rocm", "hip", "npu", "tpu", "hpu", "ipu", "mlu", "dml", "directml",
+    "vulkan", "opencl", "metal", "ane", NULL,
+};
+
+/* 1 if dev (before an optional ':') is one of `accelerators`, any case. */
+static int
+is_other_accelerator(const char *dev)
+{
+    size_t n = strcspn(dev, ":");
+    for (const char *const *a = accelerators; *a != NULL; a++)
+        if (strlen(*a) == n && PyOS_strnicmp(dev, *a, n) == 0)
+            return 1;
+    return 0;
+}
+
 int
 shp_device_parse(PyObject *label, shp_device *out)
 {
     out->kind = SHP_DEV_CPU;
     out->ordinal = -1;
+    out->label = label;
     const char *dev = PyUnicode_AsUTF8(label);
     if (dev == NULL)
         return -1;
@@ -70,5 +93,7 @@ shp_device_parse(PyObject *label, shp_device *out)
     }
     if (PyOS_strnicmp(dev, "mps", 3) == 0 && (dev[3] == '\0' || dev[3] == ':'))
         out->kind = SHP_DEV_MPS;
+    else if (is_other_accelerator(dev))
+        out->kind = SHP_DEV_OTHER;
     return 0;
 }

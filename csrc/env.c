@@ -6,13 +6,23 @@
  * in the module state; torch is looked up in sys.modules on every call and
  * never imported here (importing torch takes seconds and changes the
  * process being measured).  CUDA keys are added by bench.c via cuda.c.
+ *
+ * The machine preflight (pyperf's `system show` is the reference for what
+ * matters): frequency governor, turbo/boost, ASLR and isolated CPUs in the
+ * static part; the load average and the share of the CPUs other processes
+ * used before the run, per benchmark.
  */
 #include "profiling.h"
 
 #include <string.h>
 
+#include <math.h>
+#include <stdlib.h>
+
 #if defined(SHP_LINUX)
 #include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #elif defined(SHP_MACOS)
 #include <sys/sysctl.h>
 #endif
@@ -99,6 +109,171 @@ set_str(PyObject *d, const char *key, const char *val)
     return rc;
 }
 
+/* The first line of a small text file, without the newline; 0 if unreadable. */
+static int
+read_line(const char *path, char *buf, size_t n)
+{
+    buf[0] = '\0';
+#if defined(SHP_LINUX)
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    if (fgets(buf, (int)n, f) == NULL)
+        buf[0] = '\0';   /* an empty file reads as "" */
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    return 1;
+#else
+    (void)path;
+    (void)n;
+    return 0;
+#endif
+}
+
+/* d[key] = the file's first line as str, or None when it cannot be read. */
+static int
+set_file(PyObject *d, const char *key, const char *path)
+{
+    char buf[256];
+    if (!read_line(path, buf, sizeof(buf)))
+        return PyDict_SetItemString(d, key, Py_None);
+    return set_str(d, key, buf);
+}
+
+/* The governors of all CPUs, distinct, comma-separated ("" if none). */
+static void
+governors(char *out, size_t n)
+{
+    out[0] = '\0';
+    for (int cpu = 0; cpu < 1024; cpu++) {
+        char path[96], g[64];
+        PyOS_snprintf(path, sizeof(path),
+                      "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_governor", cpu);
+        if (!read_line(path, g, sizeof(g)) || g[0] == '\0')
+            break;
+        if (strstr(out, g) == NULL && strlen(out) + strlen(g) + 2 < n) {
+            if (out[0] != '\0')
+                strcat(out, ",");
+            strcat(out, g);
+        }
+    }
+}
+
+/* True / False / None: turbo (Intel no_turbo, or the generic boost flag). */
+static PyObject *
+turbo(void)
+{
+    char buf[16];
+    if (read_line("/sys/devices/system/cpu/intel_pstate/no_turbo", buf, sizeof(buf)) && buf[0])
+        return PyBool_FromLong(buf[0] == '0');
+    if (read_line("/sys/devices/system/cpu/cpufreq/boost", buf, sizeof(buf)) && buf[0])
+        return PyBool_FromLong(buf[0] == '1');
+    Py_RETURN_NONE;
+}
+
+static int
+add_machine(PyObject *d)
+{
+    char gov[256];
+    governors(gov, sizeof(gov));
+    PyObject *t = turbo();
+    if (t == NULL)
+        return -1;
+    int rc = PyDict_SetItemString(d, "turbo", t);
+    Py_DECREF(t);
+    if (rc < 0)
+        return -1;
+    if (gov[0] != '\0')
+        rc = set_str(d, "cpu_governor", gov);
+    else
+        rc = PyDict_SetItemString(d, "cpu_governor", Py_None);
+    if (rc < 0 || set_file(d, "aslr", "/proc/sys/kernel/randomize_va_space") < 0 ||
+        set_file(d, "isolated_cpus", "/sys/devices/system/cpu/isolated") < 0)
+        return -1;
+    return 0;
+}
+
+/* Machine-wide busy and total clock ticks, and this process's CPU ticks. */
+static int
+cpu_ticks(double *busy, double *total, double *self)
+{
+#if defined(SHP_LINUX)
+    char line[512];
+    if (!read_line("/proc/stat", line, sizeof(line)) || strncmp(line, "cpu ", 4) != 0)
+        return 0;
+    unsigned long long v[10] = {0};
+    int k = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+    if (k < 4)
+        return 0;
+    double all = 0.0;
+    for (int i = 0; i < k && i < 8; i++)   /* guest time is already in user */
+        all += (double)v[i];
+    *total = all;
+    *busy = all - (double)v[3] - (k > 4 ? (double)v[4] : 0.0);   /* minus idle, iowait */
+    struct rusage ru;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (getrusage(RUSAGE_SELF, &ru) != 0 || hz <= 0)
+        return 0;
+    *self = ((double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+             (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6) * (double)hz;
+    return 1;
+#else
+    (void)busy;
+    (void)total;
+    (void)self;
+    return 0;
+#endif
+}
+
+void
+shp_preflight_mark(shp_state *st)
+{
+    double b, t, s;
+    st->others_share = NAN;
+    if (cpu_ticks(&b, &t, &s)) {
+        st->cpu_busy_prev = b;
+        st->cpu_total_prev = t;
+        st->self_cpu_prev = s;
+    }
+    else {
+        st->cpu_busy_prev = st->cpu_total_prev = st->self_cpu_prev = -1.0;
+    }
+}
+
+void
+shp_preflight_read(shp_state *st, shp_preflight *out)
+{
+    out->load1 = NAN;
+    out->others_share = NAN;
+    out->ncpu = 0;
+    out->busy = 0;
+#if defined(SHP_LINUX) || defined(SHP_MACOS)
+    double la[1];
+    if (getloadavg(la, 1) == 1)
+        out->load1 = la[0];
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    out->ncpu = nc > 0 ? (int)nc : 0;
+#endif
+    double b, t, s;
+    if (cpu_ticks(&b, &t, &s) && st->cpu_total_prev >= 0.0) {
+        double dt = t - st->cpu_total_prev;
+        /* at least ~50 ms of all CPUs at 100 Hz: else keep the last figure */
+        if (dt >= 5.0 * (out->ncpu > 0 ? out->ncpu : 1)) {
+            double others = (b - st->cpu_busy_prev) - (s - st->self_cpu_prev);
+            st->others_share = others <= 0.0 ? 0.0 : others >= dt ? 1.0 : others / dt;
+            st->cpu_busy_prev = b;
+            st->cpu_total_prev = t;
+            st->self_cpu_prev = s;
+        }
+    }
+    out->others_share = st->others_share;
+    if (!isnan(out->others_share))
+        out->busy = out->others_share > SHP_BUSY_SHARE;
+    else if (!isnan(out->load1) && out->ncpu > 0)
+        out->busy = (out->load1 - 1.0) / (double)out->ncpu > SHP_BUSY_LOAD;
+}
+
 static PyObject *
 build_static(void)
 {
@@ -117,7 +292,7 @@ build_static(void)
         set_from_module(d, "cpu_count", "os", "cpu_count", 1) < 0 ||
         set_from_module(d, "numpy", "numpy", "__version__", 0) < 0 ||
         set_str(d, "timer", shp_clock_name()) < 0 ||
-        PyDict_SetItemString(d, "timer_resolution_ns", res) < 0) {
+        PyDict_SetItemString(d, "timer_resolution_ns", res) < 0 || add_machine(d) < 0) {
         Py_XDECREF(res);
         Py_DECREF(d);
         return NULL;
@@ -182,8 +357,20 @@ add_process_peak(PyObject *d)
     return rc;
 }
 
+/* d[key] = x, or None for NaN. */
+static int
+set_real(PyObject *d, const char *key, double x)
+{
+    PyObject *v = isnan(x) ? Py_NewRef(Py_None) : PyFloat_FromDouble(x);
+    if (v == NULL)
+        return -1;
+    int rc = PyDict_SetItemString(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 PyObject *
-shp_env_dict(shp_state *st)
+shp_env_dict(shp_state *st, const shp_preflight *pf)
 {
     if (st->env_static == NULL) {
         /* build_static runs Python code (platform.platform() starts a
@@ -200,7 +387,9 @@ shp_env_dict(shp_state *st)
     PyObject *d = PyDict_Copy(st->env_static);
     if (d == NULL)
         return NULL;
-    if (add_torch(d) < 0 || add_process_peak(d) < 0) {
+    if (add_torch(d) < 0 || add_process_peak(d) < 0 ||
+        (pf != NULL && (set_real(d, "load_avg_1min", pf->load1) < 0 ||
+                        set_real(d, "other_processes_cpu_share", pf->others_share) < 0))) {
         Py_DECREF(d);
         return NULL;
     }

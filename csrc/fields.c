@@ -45,6 +45,7 @@ shp_field_get(PyObject *self, const shp_field *f)
     case SHP_F_OPT_STR:
     case SHP_F_OPT_DICT:
     case SHP_F_OPT_FLOATS:
+    case SHP_F_OPT_COUNTS:
         return Py_NewRef(AS_OBJ(self, f) ? AS_OBJ(self, f) : Py_None);
     case SHP_F_DOUBLE:
         return PyFloat_FromDouble(AS_DBL(self, f));
@@ -89,6 +90,67 @@ as_count(PyObject *self, const shp_field *f, PyObject *value, Py_ssize_t *out)
     return 0;
 }
 
+/* A list or tuple of ints >= 1, stored as a new tuple of exact ints. */
+static int
+set_counts(PyObject *self, const shp_field *f, PyObject *value)
+{
+    const char *tn = shp_type_short_name(Py_TYPE(self));
+    if (!PyList_Check(value) && !PyTuple_Check(value))
+        return type_error(self, f, "a tuple of ints or None", value);
+    Py_ssize_t n = PySequence_Size(value);
+    if (n < 1) {
+        if (n == 0)
+            PyErr_Format(PyExc_ValueError, "%s.%s must not be empty", tn, f->name);
+        return -1;
+    }
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t c = 0;
+        PyObject *item = PySequence_GetItem(value, i);   /* a list may change under us */
+        int rc = item == NULL ? -1 : as_count(self, f, item, &c);
+        Py_XDECREF(item);
+        if (rc == 0 && c < 1) {
+            PyErr_Format(PyExc_ValueError, "%s.%s must hold counts >= 1, got %zd", tn, f->name, c);
+            rc = -1;
+        }
+        PyObject *num = rc < 0 ? NULL : PyLong_FromSsize_t(c);
+        if (num == NULL) {
+            Py_DECREF(out);
+            return -1;
+        }
+        PyTuple_SET_ITEM(out, i, num);
+    }
+    Py_XSETREF(AS_OBJ(self, f), out);
+    return 0;
+}
+
+int
+shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (tuple == NULL)
+        return 0;
+    Py_ssize_t m = PyTuple_GET_SIZE(tuple);
+    Py_ssize_t *a = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof(Py_ssize_t));
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        a[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(tuple, i));   /* exact ints >= 1 (set_counts) */
+        if (a[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(a);
+            return -1;
+        }
+    }
+    *out = a;
+    *n = m;
+    return 0;
+}
+
 int
 shp_field_set(PyObject *self, const shp_field *f, PyObject *value)
 {
@@ -118,6 +180,12 @@ shp_field_set(PyObject *self, const shp_field *f, PyObject *value)
             return type_error(self, f, "a dict or None", value);
         Py_XSETREF(AS_OBJ(self, f), Py_NewRef(value));
         return 0;
+    case SHP_F_OPT_COUNTS:
+        if (is_none) {
+            Py_CLEAR(AS_OBJ(self, f));
+            return 0;
+        }
+        return set_counts(self, f, value);
     case SHP_F_OPT_FLOATS: {
         if (is_none) {
             Py_CLEAR(AS_OBJ(self, f));
@@ -194,6 +262,7 @@ shp_fields_set_defaults(PyObject *self, const shp_field *fields)
         case SHP_F_OPT_STR:
         case SHP_F_OPT_DICT:
         case SHP_F_OPT_FLOATS:
+        case SHP_F_OPT_COUNTS:
             Py_CLEAR(AS_OBJ(self, f));
             break;
         case SHP_F_DOUBLE:
@@ -386,6 +455,7 @@ is_set(PyObject *self, const shp_field *f)
     case SHP_F_OPT_STR:
     case SHP_F_OPT_DICT:
     case SHP_F_OPT_FLOATS: return AS_OBJ(self, f) != NULL;
+    case SHP_F_OPT_COUNTS: return AS_OBJ(self, f) != NULL;
     case SHP_F_OPT_DOUBLE: return !isnan(AS_DBL(self, f));
     case SHP_F_OPT_COUNT: return AS_SSZ(self, f) >= 0;
     case SHP_F_OPT_BOOL: return AS_INT(self, f) >= 0;
@@ -514,7 +584,8 @@ shp_fields_traverse(PyObject *self, const shp_field *fields, visitproc visit, vo
 {
     for (const shp_field *f = fields; f->name != NULL; f++)
         if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT ||
-            f->kind == SHP_F_OPT_FLOATS)
+            f->kind == SHP_F_OPT_FLOATS ||
+            f->kind == SHP_F_OPT_COUNTS)
             Py_VISIT(AS_OBJ(self, f));
     return 0;
 }
@@ -524,6 +595,7 @@ shp_fields_clear(PyObject *self, const shp_field *fields)
 {
     for (const shp_field *f = fields; f->name != NULL; f++)
         if (f->kind == SHP_F_STR || f->kind == SHP_F_OPT_STR || f->kind == SHP_F_OPT_DICT ||
-            f->kind == SHP_F_OPT_FLOATS)
+            f->kind == SHP_F_OPT_FLOATS ||
+            f->kind == SHP_F_OPT_COUNTS)
             Py_CLEAR(AS_OBJ(self, f));
 }

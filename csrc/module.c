@@ -70,17 +70,21 @@ shp_overhead_ms(PyObject *module, PyObject *unused)
     return PyFloat_FromDouble(st->overhead_ns[0] / 1e6);
 }
 
-/* Test hook: summary of an arbitrary sample sequence, as BenchmarkStats. */
+/* Test hook: summary and stability of an arbitrary sample sequence, as
+ * BenchmarkStats; warn=True also issues the stability warning. */
 static PyObject *
 shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames)
 {
     shp_state *st = PyModule_GetState(module);
-    static const char *const names[] = {"samples_ms"};
-    static const shp_argspec spec = {"_stats_from_samples", names, 1, 1, 1, 0};
-    PyObject *samples_ms;
-    if (shp_args_parse(&spec, args, nargs, kwnames, &samples_ms) < 0)
+    static const char *const names[] = {"samples_ms", "warn"};
+    static const shp_argspec spec = {"_stats_from_samples", names, 2, 1, 1, 0};
+    PyObject *v[2];
+    int warn = 0;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        (v[1] != NULL && shp_arg_flag(v[1], &warn) < 0))
         return NULL;
+    PyObject *samples_ms = v[0];
     double *buf = NULL, *scratch = NULL;
     Py_ssize_t n = 0;
     if (shp_samples_from_object(samples_ms, &buf, &n) < 0)
@@ -105,9 +109,16 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         return scratch ? NULL : PyErr_NoMemory();
     }
     shp_summary sm;
+    shp_stability stab;
     shp_summarize(buf, n, scratch, &sm);
+    shp_stability_compute(buf, n, scratch, &sm, &stab);
     PyMem_Free(scratch);
     shp_stats_apply_summary(s, &sm);
+    if (shp_stats_apply_stability(s, &stab) < 0) {
+        PyMem_Free(buf);
+        Py_DECREF(s);
+        return NULL;
+    }
     if (shp_stats_adopt_samples(s, buf, n) < 0) {
         Py_DECREF(s);
         return NULL;
@@ -115,7 +126,7 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     s->timed_iters = n;
     s->name = PyUnicode_FromString("samples");
     s->device = PyUnicode_FromString("CPU");
-    if (s->name == NULL || s->device == NULL) {
+    if (s->name == NULL || s->device == NULL || (warn && shp_stats_warn_stability(st, s) < 0)) {
         Py_DECREF(s);
         return NULL;
     }
@@ -224,6 +235,7 @@ shp_exec(PyObject *m)
     shp_state *st = PyModule_GetState(m);
     if (PyArray_ImportNumPyAPI() < 0)
         return -1;
+    shp_preflight_mark(st);   /* the first benchmark's preflight measures from here */
 #if PY_VERSION_HEX < 0x030A0000
     /* gcguard.c switches the collector through gc's builtins in sys.modules
      * (no C API before 3.10): have it there */

@@ -11,12 +11,14 @@
  *     clock.c     monotonic nanosecond clock (the clock of time.perf_counter)
  *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
  *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
+ *     rusage.c    page faults and context switches of the calling thread
  *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
  *                 (calls dynlib.c only)
  *     cudafork.c  that driver state in a fork() child (unavailable, lock reset)
  *     args.c      every argument conversion and the one keyword parser
  *     device.c    what a device label means (CPU / CUDA[:n] / providers / MPS)
  *     notes.c     PEP 678 notes on a user's exception
+ *     instattrs.c a subclass instance's own attributes (pickle, copy)
  *     env.c       the environment record attached to every result
  *     cachecold.c the CPU's last-level cache: its size, evicting it
  *     nvml.c      NVML loaded at run time: clocks, throttling, power, processes
@@ -26,11 +28,14 @@
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
  *     scopedata.c a scope's bounded data: latency histogram, trace-event ring
+ *     verdict.c   verdicts that hold across runs: level spreads, margin rule
+ *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
  *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
  *                 the result structs below, calls none of their functions)
  *  4. Python types -- one type (and its module functions) per file
  *     stats.c     BenchmarkStats
+ *     advice.c    a result filled from summary and diagnosis; the stability warning
  *     gpumem.c    GPUMemoryInfo
  *     compare.c   the Comparison type and compare_benchmarks
  *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
@@ -173,6 +178,22 @@ void shp_dl_close(void *lib);
 int shp_cuda_override(char *buf, size_t size);
 #endif
 
+/* ---- rusage.c ----------------------------------------------------------- */
+
+/* Counters of the calling thread since it started. */
+typedef struct {
+    int64_t minflt, majflt;   /* minor / major page faults */
+    int64_t nvcsw, nivcsw;    /* voluntary / involuntary context switches */
+    int ok;                   /* 0: not available on this platform (all zero) */
+} shp_rusage;
+
+/* Read them (getrusage(RUSAGE_THREAD) on Linux): 1 read, 0 not available.
+ * No Python calls, no exception; needs no GIL. */
+int shp_rusage_thread(shp_rusage *out);
+
+/* Per-iteration page faults above which a result warns of allocator state. */
+#define SHP_FAULTS_WARN 256.0
+
 /* ---- cuda.c: the driver table ------------------------------------------ */
 
 /* Just enough of the driver ABI to dlopen it: opaque handles and ints. */
@@ -268,6 +289,9 @@ typedef struct {
     PyTypeObject *timer_type;       /* Timer */
     PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
+    /* machine preflight (env.c): the last /proc/stat reading and what it gave */
+    double cpu_busy_prev, cpu_total_prev, self_cpu_prev;   /* clock ticks; <0 none yet */
+    double others_share;            /* last measured share of the CPUs others used; NaN */
     shp_cuda cuda;
     shp_nvml nvml;
 } shp_state;
@@ -417,19 +441,31 @@ int shp_args_find(const shp_argspec *spec, PyObject *key);
  * (pass_extra: it is the callee's).  Never fails. */
 int shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs);
 
+/* ---- instattrs.c ------------------------------------------------------- */
+
+/* A subclass instance's own attributes (its __dict__ and __slots__, via
+ * `copyreg`'s _slotnames), as a new dict; empty for an instance of the base
+ * type.  Runs user code (getattr).  New reference, or NULL with an exception. */
+PyObject *shp_instance_attrs(PyObject *self, PyObject *copyreg);
+
 /* ---- device.c ----------------------------------------------------------- */
 
-typedef enum { SHP_DEV_CPU = 0, SHP_DEV_CUDA = 1, SHP_DEV_MPS = 2 } shp_device_kind;
+typedef enum {
+    SHP_DEV_CPU = 0, SHP_DEV_CUDA = 1, SHP_DEV_MPS = 2,
+    SHP_DEV_OTHER = 3         /* an accelerator we cannot sync ("gpu", "xpu", ...) */
+} shp_device_kind;
 
 typedef struct {
     shp_device_kind kind;
     int ordinal;              /* CUDA: the ordinal after ':', -1 when none */
+    PyObject *label;          /* borrowed: the label parsed (for messages) */
 } shp_device;
 
 /*
  * Read a device label (a str): a label containing "cuda" (any case) is
- * CUDA, "cuda:N" names ordinal N; "mps" / "mps:..." is MPS; anything else
- * the CPU.  0, or -1 with ValueError for a malformed ordinal ("cuda:x"; *out
+ * CUDA, "cuda:N" names ordinal N; "mps" / "mps:..." is MPS; "gpu", "xpu",
+ * "rocm", "npu" and the other names of device.c's list (any case, ":N"
+ * allowed) are SHP_DEV_OTHER; anything else the CPU.  0, or -1 with ValueError for a malformed ordinal ("cuda:x"; *out
  * then still says CUDA) or the str's UnicodeEncodeError (*out says CPU).
  */
 int shp_device_parse(PyObject *label, shp_device *out);
@@ -487,8 +523,28 @@ shp_clear_unless_fatal(void)
 
 /* ---- env.c -------------------------------------------------------------- */
 
-/* A new environment dict (cached static part + torch if imported). */
-PyObject *shp_env_dict(shp_state *st);
+/* What the machine was doing when a benchmark started. */
+typedef struct {
+    double load1;          /* 1-minute load average; NaN unknown */
+    double others_share;   /* share of all CPUs used by other processes since the
+                              previous reading (>= 50 ms earlier); NaN unknown */
+    int ncpu;              /* online CPUs (0 unknown) */
+    int busy;              /* others_share > 25%, or (load1 - 1) / ncpu > 0.5 when unknown */
+} shp_preflight;
+
+#define SHP_BUSY_SHARE 0.25
+#define SHP_BUSY_LOAD 0.5
+
+/* Take the CPU-time reading the next preflight is measured against (module
+ * init).  Never fails, no exception. */
+void shp_preflight_mark(shp_state *st);
+/* Read the preflight (Linux: /proc/stat, getloadavg; elsewhere load only or
+ * nothing) and take a new mark.  Never fails, no exception. */
+void shp_preflight_read(shp_state *st, shp_preflight *out);
+/* A new environment dict (cached static part: CPU, governor, turbo, ASLR,
+ * isolated CPUs, ...; plus torch if imported, plus the preflight `pf` when
+ * not NULL).  NULL with an exception on failure. */
+PyObject *shp_env_dict(shp_state *st, const shp_preflight *pf);
 
 /* ======================================================================== */
 /* 1. computation                                                           */
@@ -619,8 +675,15 @@ typedef struct {
     double q1, q3;              /* 25th / 75th percentiles */
     double ci_low, ci_high;     /* 95% CI of the median (order statistics) */
     Py_ssize_t outliers;        /* beyond Tukey's 1.5 IQR fences */
+    double autocorr;            /* lag-1 autocorrelation (NaN if undefined) */
+    double n_eff;               /* effective sample size the CI's ranks use */
 } shp_summary;
 
+/* Lag-1 autocorrelation of x[0..n) around `mean`; NaN if n < 3 or constant. */
+double shp_lag1_autocorr(const double *x, Py_ssize_t n, double mean);
+/* AR(1) effective sample size n (1 - r) / (1 + r) (at least 2), or n when
+ * r1 <= 3 / sqrt(n) (not clearly correlated) or n < 20.  Never fails. */
+double shp_effective_n(Py_ssize_t n, double r1);
 /*
  * Summarise x[0..n) (n >= 1).  `scratch` must hold n doubles; it is
  * overwritten (order statistics are found by selection in it, x is left
@@ -667,8 +730,6 @@ void shp_median_ci_ranks(Py_ssize_t n, Py_ssize_t *j, Py_ssize_t *k);
 int shp_compare_samples(const double *a, Py_ssize_t na, const double *b, Py_ssize_t nb,
                         uint64_t seed, Py_ssize_t resamples, double *med_a, double *med_b,
                         double *ratio, double *lo, double *hi);
-/* "faster" / "slower" / "same" for a CI of candidate/baseline. */
-const char *shp_verdict(double lo, double hi);
 
 /* ---- markup.c ----------------------------------------------------------- */
 
@@ -733,6 +794,110 @@ void shp_ring_push(shp_ring *r, const shp_event *e);
 /* The i-th oldest event, 0 <= i < r->count; borrowed pointer into the ring. */
 const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
 
+/* ---- verdict.c ---------------------------------------------------------- */
+
+#define SHP_DEFAULT_MARGIN 0.05   /* practical-equivalence margin: 5% */
+#define SHP_MAX_BLOCKS 10         /* blocks per run for the between-block spread */
+#define SHP_MIN_BLOCK 5           /* samples per block at least */
+
+/* How uncertain one side's level (the log of its median) is. */
+typedef struct {
+    Py_ssize_t runs;      /* fresh-process runs pooled (1: a single run) */
+    Py_ssize_t blocks;    /* blocks per run (0: too few samples for blocks) */
+    double var;           /* variance of the side's log level; NaN: unknown */
+    double df;            /* its degrees of freedom; NaN when var is */
+    double run_spread;    /* std of the log run medians; NaN when runs < 2 */
+    double block_spread;  /* pooled std of the log block medians; NaN if none */
+    double slow_spread;   /* single run: std of its slow variation (or the known
+                             spread) used as the between-run term; else NaN */
+    int from_runs;        /* var is the spread of the run medians */
+} shp_level;
+
+/* Two-sided 95% quantile of Student's t with df degrees of freedom (df may
+ * be fractional or INFINITY; below 1 counts as 1).  Never fails. */
+double shp_t975(double df);
+/* Blocks a run of n samples is cut into: min(10, n / 5).  Never fails. */
+Py_ssize_t shp_block_count(Py_ssize_t n);
+/*
+ * Level variance of one side: x[0..n) in run order, `sizes` the samples of
+ * each of `nruns` runs (NULL: one run), `known_spread` a between-run std of
+ * log medians the caller knows (< 0: none).  0, or -1 with an exception
+ * (MemoryError; ValueError when sizes do not add up to n).  var stays NaN
+ * when the samples allow no estimate (a single run under 15 samples, or a
+ * median <= 0).
+ */
+int shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
+                       double known_spread, shp_level *out);
+/* The interval of a ratio of medians (candidate b / baseline a) widened by
+ * both sides' level spreads. */
+typedef struct {
+    double ratio, lo, hi;   /* the ratio and its interval */
+    shp_level a, b;         /* the two sides' level estimates */
+    int widened;            /* 0: too few samples, [lo, hi] is the bootstrap's */
+} shp_interval;
+
+/*
+ * Widen the bootstrap interval [blo, bhi] of `ratio` (from the medians of
+ * a[0..na) and b[0..nb)) by the between-block / between-run variances of
+ * both sides (runs and sizes as shp_level_estimate), with a Welch-
+ * Satterthwaite t quantile; the bootstrap's own width is the floor.
+ * 0, or -1 with an exception (as shp_level_estimate).
+ */
+int shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssize_t ra,
+                       const double *b, Py_ssize_t nb, const Py_ssize_t *sb, Py_ssize_t rb,
+                       double known_spread, double ratio, double blo, double bhi,
+                       shp_interval *out);
+/*
+ * Interleaved rounds: per round r the ratio of medians b_r / a_r; *ratio is
+ * their median (on the log scale) and [lo, hi] its distribution-free 95%
+ * interval (order statistics; [min, max] below 6 rounds).  The sizes give
+ * each round's samples on both sides.  0, or -1 with an exception
+ * (MemoryError; ValueError on a median <= 0).
+ */
+int shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
+                      const Py_ssize_t *sizes_b, Py_ssize_t rounds, double *ratio, double *lo,
+                      double *hi);
+/* "slower" (lo > 1 and ratio > 1 + margin), "faster" (hi < 1 and ratio <
+ * 1 / (1 + margin)), "same" (interval inside the margin) or "inconclusive"
+ * (anything else, a NaN included).  A static string; never fails. */
+const char *shp_judge(double ratio, double lo, double hi, double margin);
+/* One sentence saying why `verdict` was given, into buf (always
+ * terminated).  `basis` names what the interval holds, `advice` (may be "")
+ * is appended to an undecided verdict.  Never fails. */
+void shp_judge_reason(const char *verdict, double ratio, double lo, double hi, double margin,
+                      const char *basis, const char *advice, char *buf, size_t size);
+
+/* ---- stability.c -------------------------------------------------------- */
+
+/* Thresholds of the `stability` label (docs/statistics.md, "Stability"). */
+#define SHP_STAB_MODES_D 5.0        /* Ashman's D of the two-group split, n >= 200 */
+#define SHP_STAB_MODES_D_SMALL 8.5  /* ... for 40 <= n < 200 (no test below 40) */
+#define SHP_STAB_DRIFT 0.10         /* |change of the block medians over the run| */
+#define SHP_STAB_DRIFT_T 4.0        /* ... and |t| of that slope */
+#define SHP_STAB_IQR 0.10           /* IQR / median */
+#define SHP_STAB_TAIL 2.0           /* p95 / median: over 5% of calls at 2x the median */
+
+typedef struct {
+    double cv;              /* std / mean; NaN when mean <= 0 */
+    double autocorr;        /* lag-1 autocorrelation; NaN when undefined */
+    double n_eff;           /* effective sample size (AR(1)); n when r1 is not clearly > 0 */
+    double drift;           /* change of the block medians over the run / median; NaN < 3 blocks */
+    double drift_t;         /* t statistic of that slope */
+    double modes_d;         /* Ashman's D of the best two-group split; NaN untested */
+    double mode_low, mode_high;   /* the two groups' medians (ms) */
+    double mode_high_frac;  /* share of samples in the upper group */
+    int multimodal, drifting, noisy;
+    const char *label;      /* "multimodal" > "drifting" > "noisy" > "stable" (static) */
+} shp_stability;
+
+/*
+ * Diagnose x[0..n) (n >= 1) given its summary `sm` (autocorrelation and
+ * n_eff come from it); `scratch` holds n doubles (overwritten).  Never
+ * fails: without memory for the mode test its fields stay NaN.
+ */
+void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
+                           const shp_summary *sm, shp_stability *out);
+
 /* ======================================================================== */
 /* 2. fields.c: table-driven attributes                                     */
 /* ======================================================================== */
@@ -747,6 +912,7 @@ typedef enum {
     SHP_F_OPT_BOOL,   /* int: -1 None, 0 False, 1 True */
     SHP_F_OPT_DICT,   /* PyObject* dict or None (NULL) */
     SHP_F_OPT_FLOATS, /* PyObject* tuple of floats or None (NULL); a list in to_dict */
+    SHP_F_OPT_COUNTS, /* PyObject* tuple of ints >= 1 or None (NULL) */
 } shp_field_kind;
 
 typedef enum { SHP_R_NONE, SHP_R_MS, SHP_R_FPS, SHP_R_MB, SHP_R_RATIO } shp_round;
@@ -765,6 +931,9 @@ typedef struct {
     const char *doc;
 } shp_field;
 
+/* A SHP_F_OPT_COUNTS value (a tuple of ints, or NULL) as a new PyMem array
+ * in *out (NULL and *n = 0 for NULL).  0, or -1 with MemoryError. */
+int shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n);
 /* A NULL-name-terminated table per type. */
 PyObject *shp_field_get(PyObject *self, const shp_field *f);
 int shp_field_set(PyObject *self, const shp_field *f, PyObject *value);
@@ -815,6 +984,15 @@ typedef struct {
     int target_met;
     Py_ssize_t batch_size;
     double torch_max_allocated_mb;
+    shp_stability stab;         /* the full diagnosis (C only: for the warning) */
+    PyObject *stability;        /* interned label, or NULL */
+    double minor_faults_per_iter, major_faults_per_iter;   /* NaN: not available */
+    double vol_ctx_switches_per_iter, invol_ctx_switches_per_iter;
+    double cv, autocorr_lag1, drift;
+    Py_ssize_t effective_n;
+    int multimodal;
+    PyObject *run_sizes;        /* tuple of ints, or NULL */
+    double run_spread;
     PyObject *params;
     PyObject *env;
     /* cold start and cache state (NaN / -1 / NULL mean None) */
@@ -863,7 +1041,13 @@ shp_Stats *shp_stats_alloc(shp_state *st);
 int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 /* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
-/* Fill the latency fields of `s` from a summary. */
+/* advice.c: fill the stability fields of `s`; 0, or -1 with MemoryError. */
+int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
+/* A BenchmarkWarning naming the cause and a remedy when the diagnosis
+ * kept in s->stab is not "stable" (nothing for a result not diagnosed
+ * here); 0, or -1 when the warning was turned into an error. */
+int shp_stats_warn_stability(shp_state *st, shp_Stats *s);
+/* advice.c: fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
 
 /* ---- gpumem.c ----------------------------------------------------------- */

@@ -193,7 +193,7 @@ Profiler_init(PyObject *op, PyObject *args, PyObject *kwargs)
     PyObject *v[7], *name = NULL, *device = NULL;
     Py_ssize_t capacity = DEFAULT_TRACE_CAPACITY;
     int track_ram = 1, tv = 0, sc = 0, id = 0;
-    shp_device dev = {SHP_DEV_CPU, -1};
+    shp_device dev = {SHP_DEV_CPU, -1, NULL};
     if (shp_args_parse_tuple(&spec, args, kwargs, v) < 0)
         return -1;
     if ((v[0] && shp_arg_str(v[0], fn, "name", 0, &name) < 0) ||

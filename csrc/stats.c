@@ -69,6 +69,30 @@ static const shp_field stats_fields[] = {
     KW("host_share", SHP_F_OPT_DOUBLE, host_share, SHP_R_RATIO, 0, SHP_SHOW_IF_SET, "Host time / wall time."),
     KW("gpu_samples_ms", SHP_F_OPT_FLOATS, gpu_samples_ms, SHP_R_MS, 0, SHP_SHOW_NEVER, "Each GPU time (ms)."),
     KW("gpu_telemetry", SHP_F_OPT_DICT, gpu_telemetry, SHP_R_NONE, 0, SHP_SHOW_NEVER, "What NVML saw."),
+    KW("stability", SHP_F_OPT_STR, stability, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "'stable', 'noisy', 'multimodal' or 'drifting' (docs/statistics.md, Stability)."),
+    KW("cv", SHP_F_OPT_DOUBLE, cv, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Coefficient of variation: std_ms / mean_ms."),
+    KW("autocorr_lag1", SHP_F_OPT_DOUBLE, autocorr_lag1, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Lag-1 autocorrelation of the samples in iteration order."),
+    KW("effective_n", SHP_F_OPT_COUNT, effective_n, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "Effective sample size (AR(1)); the median's CI uses it."),
+    KW("drift", SHP_F_OPT_DOUBLE, drift, SHP_R_RATIO, 0, SHP_SHOW_NEVER,
+       "Change of the block medians over the run, relative to the median (0.1 = +10%)."),
+    KW("multimodal", SHP_F_OPT_BOOL, multimodal, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "The samples form two separate groups (Ashman's D on log times)."),
+    KW("minor_faults_per_iter", SHP_F_OPT_DOUBLE, minor_faults_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Minor page faults per timed iteration (None: not available here)."),
+    KW("major_faults_per_iter", SHP_F_OPT_DOUBLE, major_faults_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Major page faults (disk reads) per timed iteration."),
+    KW("vol_ctx_switches_per_iter", SHP_F_OPT_DOUBLE, vol_ctx_switches_per_iter, SHP_R_FPS, 0,
+       SHP_SHOW_NEVER, "Voluntary context switches (waits: I/O, locks, sleeps) per iteration."),
+    KW("invol_ctx_switches_per_iter", SHP_F_OPT_DOUBLE, invol_ctx_switches_per_iter, SHP_R_FPS,
+       0, SHP_SHOW_NEVER, "Involuntary context switches (preemptions) per iteration."),
+    KW("run_sizes", SHP_F_OPT_COUNTS, run_sizes, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "Samples of each fresh-process run, in order (repeat= / --processes); None: one run."),
+    KW("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
+       "Between-run spread: std of the log medians of the runs (0.05 = 5%); None: one run."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)
@@ -120,25 +144,6 @@ shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n)
     s->samples = samples;
     s->nsamples = samples ? n : 0;
     return 0;
-}
-
-void
-shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm)
-{
-    s->mean_ms = sm->mean;
-    s->median_ms = sm->median;
-    s->std_ms = sm->std;
-    s->p95_ms = sm->p95;
-    s->min_ms = sm->min;
-    s->max_ms = sm->max;
-    s->fps = sm->mean > 0 ? 1000.0 / sm->mean : 0.0;
-    s->p50_ms = sm->p50;
-    s->p90_ms = sm->p90;
-    s->p99_ms = sm->p99;
-    s->iqr_ms = sm->q3 - sm->q1;
-    s->ci95_low_ms = sm->ci_low;
-    s->ci95_high_ms = sm->ci_high;
-    s->outliers = sm->outliers;
 }
 
 int
@@ -414,53 +419,6 @@ Stats_from_dict(PyObject *cls, PyObject *d)
     return res;
 }
 
-/* A subclass's own attributes (its __dict__ and __slots__), as a new dict;
- * empty for a plain BenchmarkStats.  NULL on error. */
-static PyObject *
-instance_attrs(PyObject *self, PyObject *copyreg)
-{
-    PyObject *attrs = PyDict_New(), *d = NULL, *names = NULL;
-    if (attrs == NULL)
-        return NULL;
-    d = PyObject_GetAttrString(self, "__dict__");
-    if (d == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            goto error;
-        PyErr_Clear();   /* no __dict__: a plain BenchmarkStats, or slots only */
-    }
-    else if (PyDict_Check(d) && PyDict_Update(attrs, d) < 0) {
-        goto error;
-    }
-    names = PyObject_CallMethod(copyreg, "_slotnames", "O", (PyObject *)Py_TYPE(self));
-    if (names == NULL || !PyList_Check(names))
-        goto error;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = Py_NewRef(PyList_GET_ITEM(names, i));   /* getattr runs code */
-        PyObject *v = PyObject_GetAttr(self, name);
-        int rc = v != NULL ? PyDict_SetItem(attrs, name, v) : 0;
-        Py_XDECREF(v);
-        Py_DECREF(name);
-        if (v == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-                goto error;
-            PyErr_Clear();   /* an unset slot */
-        }
-        else if (rc < 0) {
-            goto error;
-        }
-    }
-    Py_XDECREF(names);
-    Py_XDECREF(d);
-    return attrs;
-error:
-    if (names != NULL && !PyList_Check(names) && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "copyreg._slotnames() did not return a list");
-    Py_XDECREF(names);
-    Py_XDECREF(d);
-    Py_DECREF(attrs);
-    return NULL;
-}
-
 /* state: the fields (a dict, as before), or (fields, attributes) for a
  * subclass instance with attributes of its own, which pickle and copy
  * used to lose. */
@@ -476,7 +434,7 @@ Stats_reduce(PyObject *self, PyObject *unused)
     if (newobj == NULL)
         goto done;
     state = stats_dict((shp_Stats *)self, 0, 1);
-    attrs = state ? instance_attrs(self, copyreg) : NULL;
+    attrs = state ? shp_instance_attrs(self, copyreg) : NULL;
     if (attrs == NULL)
         goto done;
     if (PyDict_GET_SIZE(attrs) > 0) {

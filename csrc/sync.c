@@ -31,6 +31,36 @@ mps_sync_fn(void)
     return fn;
 }
 
+/* 0 when an imported torch says MPS is not available
+ * (torch.backends.mps.is_available() false or raising), else 1: no torch,
+ * or a torch without that query, cannot tell.  Never sets an exception. */
+static int
+mps_available(void)
+{
+    PyObject *mods = PySys_GetObject("modules");   /* borrowed */
+    PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
+    if (torch == NULL || torch == Py_None)
+        return 1;
+    Py_INCREF(torch);
+    PyObject *backends = PyObject_GetAttrString(torch, "backends");
+    Py_DECREF(torch);
+    PyObject *mps = backends ? PyObject_GetAttrString(backends, "mps") : NULL;
+    Py_XDECREF(backends);
+    PyObject *fn = mps ? PyObject_GetAttrString(mps, "is_available") : NULL;
+    Py_XDECREF(mps);
+    if (fn == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *r = PyObject_CallNoArgs(fn);
+    Py_DECREF(fn);
+    int ok = r != NULL ? PyObject_IsTrue(r) : 0;
+    Py_XDECREF(r);
+    if (ok < 0 || PyErr_Occurred())
+        PyErr_Clear();
+    return ok > 0;
+}
+
 /* Decide what synchronises each iteration; never silently nothing on a
  * device that runs asynchronously. */
 int
@@ -38,6 +68,22 @@ shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync 
 {
     p->st = st;
     int is_cuda = dev->kind == SHP_DEV_CUDA;
+    if (dev->kind == SHP_DEV_MPS && !mps_available()) {
+        /* before func is called even once (its first sync would fail) */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "device='mps': MPS is not available on this machine (torch.backends.mps."
+                        "is_available() is False: not an Apple-silicon Mac, or a torch built "
+                        "without MPS); nothing was called. Use device='cpu'");
+        return -1;
+    }
+    if (dev->kind == SHP_DEV_OTHER && p->fn == NULL &&
+        PyErr_WarnFormat(st->warning, 1,
+                         "device=%R names an accelerator this harness cannot synchronise (it "
+                         "syncs CPU, CUDA[:n] / a CUDA provider, and MPS): no device sync is "
+                         "applied, so work still queued on the device when func returns is not "
+                         "timed. Pass sync_fn= (e.g. torch.xpu.synchronize) or, for an NVIDIA "
+                         "GPU, device='cuda'", dev->label) < 0)
+        return -1;
     if (p->fn != NULL && shp_cuda_sync_unwrap(st, p->fn, &p->cuda)) {
         /* our own CudaSync passed as sync_fn: call the driver directly */
         Py_CLEAR(p->fn);

@@ -119,6 +119,25 @@ param_cell(shp_Stats *s, PyObject *param)
     return r;
 }
 
+/* The run sizes of s when they account for its samples, else none. */
+static int
+sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
+{
+    if (shp_counts_array(s->run_sizes, sizes, n) < 0)
+        return -1;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < *n; i++)
+        total += (*sizes)[i];
+    if (*sizes != NULL && total != s->nsamples) {
+        PyMem_Free(*sizes);
+        *sizes = NULL;
+        *n = 0;
+    }
+    if (*sizes == NULL)
+        *n = 1;
+    return 0;
+}
+
 static PyObject *
 baseline_cell(shp_Stats *s, shp_Stats *base)
 {
@@ -139,13 +158,24 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
          * medians' own CIs bounds the ratio's CI (conservatively). */
         lo = s->ci95_low_ms / base->ci95_high_ms;
         hi = s->ci95_high_ms / base->ci95_low_ms;
-        verdict = shp_verdict(lo, hi);
+        verdict = shp_judge(ratio, lo, hi, SHP_DEFAULT_MARGIN);
     }
     else if (have_samples) {
-        if (shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
-                                0, 2000, &ma, &mb, &ratio, &lo, &hi) < 0)
+        /* the rule of compare_benchmarks (verdict.c), default margin */
+        Py_ssize_t *sa = NULL, *sb = NULL, ra, rb;
+        shp_interval iv;
+        int rc = sizes_of(base, &sa, &ra) < 0 || sizes_of(s, &sb, &rb) < 0 ? -1 : 0;
+        if (rc == 0)
+            rc = shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
+                                     0, 2000, &ma, &mb, &ratio, &lo, &hi);
+        if (rc == 0)
+            rc = shp_widen_interval(base->samples, base->nsamples, sa, ra, s->samples,
+                                    s->nsamples, sb, rb, -1.0, ratio, lo, hi, &iv);
+        PyMem_Free(sa);
+        PyMem_Free(sb);
+        if (rc < 0)
             return NULL;
-        verdict = shp_verdict(lo, hi);
+        verdict = shp_judge(ratio, iv.lo, iv.hi, SHP_DEFAULT_MARGIN);
     }
     if (verdict != NULL) {
         char tail[16];
@@ -159,6 +189,20 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
 typedef struct {
     int vram, first_call, gpu, cache;
 } extra_cols;
+
+/* The median, marked "(noisy)" etc. when the run was not stable
+ * (stability.c): the headline figure is where the doubt belongs. */
+static PyObject *
+median_cell(shp_Stats *s)
+{
+    PyObject *med = fmt_ms(s->median_ms);
+    if (med == NULL || s->stability == NULL ||
+        PyUnicode_CompareWithASCIIString(s->stability, "stable") == 0)
+        return med;
+    PyObject *cell = PyUnicode_FromFormat("%U (%U)", med, s->stability);
+    Py_DECREF(med);
+    return cell;
+}
 
 static int
 build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base)
@@ -177,7 +221,7 @@ build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats
     Py_XDECREF(mean);
     Py_XDECREF(std);
     if (append_obj(row, spread) < 0 ||
-        append_obj(row, fmt_ms(s->median_ms)) < 0 ||
+        append_obj(row, median_cell(s)) < 0 ||
         append_obj(row, fmt_ms(s->p95_ms)) < 0 ||
         append_obj(row, num_text("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
         append_obj(row, fmt_mb(s->ram_delta_mb)) < 0)

@@ -19,7 +19,9 @@ def cli(*args, cwd=None, timeout=300):
 def assert_one_line_error(proc, code, *fragments):
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    # findings about the run (BenchmarkWarning: page faults, noise) come as one line each
+    lines = [line for line in proc.stderr.splitlines()
+             if line.strip() and not line.startswith("spatialhub-bench: warning: ")]
     assert len(lines) == 1 or code == 2, proc.stderr  # argparse adds a usage line
     for f in fragments:
         assert f in proc.stderr
@@ -64,7 +66,8 @@ def test_compare_renders_both_results_and_a_verdict(demo_json, tmp_path):
     assert "| baseline |" in out  # the "vs Baseline" column
     verdict = json.loads((tmp_path / "cmp.json").read_text())
     assert (verdict["baseline"], verdict["candidate"]) == ("ImagePreprocessor", "Again")
-    assert verdict["verdict"] in ("faster", "slower", "same")
+    assert verdict["verdict"] in ("faster", "slower", "same", "inconclusive")
+    assert verdict["reason"] and verdict["margin"] == 0.05
     assert verdict["ci95_low"] <= verdict["ratio"] <= verdict["ci95_high"]
     assert f"**{verdict['verdict']}**" in out
     assert (tmp_path / "cmp.md").read_text() == out
@@ -226,3 +229,50 @@ def test_cache_cold_is_passed_through_and_shown(tmp_path):
     assert json.loads((tmp_path / "c.json").read_text())["cache"] == "cold"
     bad = cli("--cache", "hot")
     assert bad.returncode == 2 and "--cache" in bad.stderr
+
+
+def _saved(tmp_path, fname, ms, slow=1.0, runs=None):
+    from spatialhub.utils.profiling import BenchmarkStats
+
+    samples = [ms * slow * (1 + 0.01 * (i % 5)) for i in range(60)]
+    s = BenchmarkStats("op", "CPU", ms, ms, 0.0, ms, ms, ms, 1000.0 / ms, 0, 60,
+                       samples_ms=samples)
+    if runs:
+        s.run_sizes = runs
+    (tmp_path / fname).write_text(s.to_json(samples=True))
+    return tmp_path / fname
+
+
+def test_fail_if_slower_gates_only_a_slower_verdict_beyond_the_threshold(tmp_path):
+    base = _saved(tmp_path, "b.json", 2.0)
+    same = _saved(tmp_path, "s.json", 2.0)
+    slow = _saved(tmp_path, "x.json", 2.0, slow=1.5)
+    little = _saved(tmp_path, "l.json", 2.0, slow=1.08)
+    assert cli("--compare", base, same, "--fail-if-slower", "10").returncode == 0
+    proc = cli("--compare", base, slow, "--fail-if-slower", "10")
+    assert proc.returncode == 3 and "slower by more than 10%" in proc.stderr, proc.stderr
+    assert "slower: 50.0% slower, beyond the 10% margin" in proc.stdout
+    # 8% slower is a real difference but within a 10% gate
+    assert cli("--compare", base, little, "--fail-if-slower", "10").returncode == 0
+    assert cli("--compare", base, little, "--fail-if-slower", "5").returncode == 3
+    # --margin sets the margin of the verdict alone
+    proc = cli("--compare", base, little, "--margin", "20", "--json", tmp_path / "v.json")
+    assert proc.returncode == 0 and json.loads((tmp_path / "v.json").read_text())["margin"] == 0.2
+
+
+def test_gate_and_processes_usage_errors(tmp_path):
+    base = _saved(tmp_path, "b.json", 2.0)
+    assert cli("--fail-if-slower", "10").returncode == 2        # needs --compare
+    assert cli("--compare", base, base, "--margin", "150").returncode == 2
+    assert cli("--compare", base, base, "--processes", "2").returncode == 2
+    assert cli("--processes", "0").returncode == 2
+
+
+def test_processes_pools_fresh_interpreters_with_run_identity(tmp_path):
+    mod = tmp_path / "ops.py"
+    mod.write_text("def double(x):\n    return x * 2\n")
+    proc = cli("--callable", f"{mod}:double", "--args-shape", "64", "--iters", "15", "--warmup", "1",
+               "--processes", "2", "--no-progress", "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["run_sizes"] == [15, 15] and d["timed_iters"] == 30 and d["run_spread"] is not None

@@ -19,18 +19,24 @@ def test_1ms_vs_2ms_sleeps():
     one, two = sleeper(1), sleeper(2)
     c = compare_benchmarks(one, two)
     assert isinstance(c, Comparison)
-    assert c.verdict == "slower" and 1.3 < c.ratio < 2.5 and c.ci95_low > 1.0
-    assert compare_benchmarks(two, one).verdict == "faster"
+    # two single runs: on a busy machine (or under ASan) their slow variation can make the
+    # interval too wide to decide -- never the wrong way round
+    assert c.verdict in ("slower", "inconclusive") and c.ratio > 1.3 and c.ci95_high > 1.0, c.reason
+    if c.verdict == "inconclusive":
+        assert "slow variation" in c.reason
+    assert compare_benchmarks(two, one).verdict in ("faster", "inconclusive")
     assert c.baseline == "sleep 1 ms" and c.candidate == "sleep 2 ms"
     assert c.baseline_median_ms == one.median_ms and c.candidate_median_ms == two.median_ms
 
 
 def test_same_distribution_is_same_and_interval_contains_the_ratio():
     rng = np.random.default_rng(3)
-    a = _native._stats_from_samples(rng.normal(5, 0.5, 200))
-    b = _native._stats_from_samples(rng.normal(5, 0.5, 200))
+    # 2000 steady samples a side: the interval (about ±1.5%) fits in the 5% margin
+    a = _native._stats_from_samples(rng.normal(5, 0.5, 2000))
+    b = _native._stats_from_samples(rng.normal(5, 0.5, 2000))
     c = compare_benchmarks(a, b)
-    assert c.verdict == "same"
+    assert c.verdict == "same", c.reason
+    assert c.ci95_high / c.ci95_low < 1.05 and c.method == "samples"
     assert c.ci95_low <= c.ratio <= c.ci95_high
     assert c.ratio == pytest.approx(b.median_ms / a.median_ms)
 

@@ -118,3 +118,24 @@ def test_sweep_plot_of_categorical_values_uses_labels():
     ax_lat, ax_thr = fig.axes
     assert [t.get_text() for t in ax_lat.get_xticklabels()] == ["fast", "exact"]
     assert ax_thr.get_ylabel() == "throughput (FPS)"
+
+
+def test_sweep_plot_and_result_flag_unstable_points():
+    from spatialhub.utils.profiling import _native
+
+    rng = np.random.default_rng(0)
+    steady = [_native._stats_from_samples(ms * (1 + 0.01 * rng.standard_normal(200)))
+              for ms in (1.0, 2.0)]
+    bimodal = _native._stats_from_samples(
+        np.where(rng.random(200) < 0.7, 3.0, 6.0) * (1 + 0.01 * rng.standard_normal(200)))
+    for s, b in zip(steady + [bimodal], (1, 2, 4)):
+        s.params, s.batch_size = {"batch_size": b}, b
+    res = SweepResult(steady + [bimodal], param="batch_size")
+    assert res.unstable == [(4, "multimodal")]
+    assert "(multimodal) |" in res.to_table().splitlines()[-1]   # the table marks the row
+    fig = plot_sweep(res)
+    for ax in fig.axes:
+        assert "unstable: multimodal" in legend_texts(ax)
+        assert [t.get_text() for t in ax.texts] == ["multimodal"]
+    clean = plot_sweep(SweepResult(steady, param="batch_size"))
+    assert not any(t.startswith("unstable") for t in legend_texts(clean.axes[0]))

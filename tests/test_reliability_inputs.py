@@ -882,7 +882,11 @@ def test_compare_benchmarks(a, b, resamples, seed):
     assert c.candidate_median_ms == pytest.approx(np.percentile(b, 50), rel=1e-14)
     assert c.ratio == c.candidate_median_ms / c.baseline_median_ms
     assert c.ci95_low <= c.ci95_high
-    assert c.verdict == ("faster" if c.ci95_high < 1 else "slower" if c.ci95_low > 1 else "same")
+    lo, hi, r, m = c.ci95_low, c.ci95_high, c.ratio, c.margin
+    assert lo <= r <= hi and m == 0.05
+    assert c.verdict == ("slower" if lo > 1 and r > 1 + m else "faster" if hi < 1 and r < 1 / (1 + m)
+                         else "same" if 1 / (1 + m) <= lo and hi <= 1 + m else "inconclusive")
+    assert isinstance(c.reason, str) and c.reason
     assert c.resamples == operator.index(kw.get("resamples", 2000))
     assert prof.compare_benchmarks(base, cand, **kw).to_dict() == c.to_dict()   # seeded
     assert pickle.loads(pickle.dumps(c)).to_dict() == c.to_dict()
@@ -905,7 +909,9 @@ def test_compare_benchmarks_argument_errors():
         prof.compare_benchmarks(s, s, baseline=s)
     with pytest.raises(TypeError):
         prof.compare_benchmarks(s, s, bogus=1)
-    assert prof.compare_benchmarks(baseline=s, candidate=s).verdict == "same"
+    # two samples a side: no drift can be seen and the bootstrap is all there is
+    c = prof.compare_benchmarks(baseline=s, candidate=s)
+    assert c.verdict == "inconclusive" and "too few samples" in c.reason
     one = prof.BenchmarkStats(**SEED_DEFAULTS, samples_ms=[3.0])
     assert prof.compare_benchmarks(one, one, resamples=1_000_000).ratio == 1.0
 
@@ -974,6 +980,20 @@ def median_ci_ranks(n):
     return j, n + 1 - j
 
 
+def widened_ci_ranks(n, effective_n, r1):
+    """The ranks of the median's CI after the effective-sample-size rule (statistics.md):
+    i.i.d. ranks unless r1 > 3/sqrt(n) (n >= 20); then the ranks of n_eff, scaled to n."""
+    if effective_n == n:
+        return median_ci_ranks(n)
+    assert n >= 20 and r1 > 3 / math.sqrt(n)
+    n_eff = n * (1 - min(r1, 0.999)) / (1 + min(r1, 0.999))
+    n_eff = max(n_eff, 2.0)
+    assert effective_n == math.floor(n_eff)
+    je, _ = median_ci_ranks(math.floor(n_eff))
+    j = min(max(1 + math.floor((je - 1) * n / n_eff), 1), (n + 1) // 2)
+    return j, n + 1 - j
+
+
 def sample_sets():
     mag = st.floats(min_value=-1e150, max_value=1e150, allow_subnormal=True)
     small = st.floats(min_value=0, max_value=100)
@@ -1020,7 +1040,7 @@ def test_summary_equals_numpy(xs, container):
             assert s.std_ms == 0.0
         else:
             assert s.std_ms == pytest.approx(float(np.std(a, ddof=1)), rel=1e-9, abs=scale * 1e-12)
-        j, k = median_ci_ranks(n)
+        j, k = widened_ci_ranks(n, s.effective_n, s.autocorr_lag1)
         srt = np.sort(a)
         assert (s.ci95_low_ms, s.ci95_high_ms) == (srt[j - 1], srt[k - 1])
         iqr = q3 - q1

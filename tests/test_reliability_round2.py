@@ -666,8 +666,11 @@ def test_5_bootstrap_interval_matches_a_naive_bootstrap():
         ia, ib = rng.integers(0, n, (40_000, n)), rng.integers(0, n, (40_000, n))
         r = np.median(y[ib], axis=1) / np.median(x[ia], axis=1)
         lo, hi = np.percentile(r, [2.5, 97.5])
-        assert c.ci95_low == pytest.approx(lo, rel=0.01), n
-        assert c.ci95_high == pytest.approx(hi, rel=0.01), n
+        # (issue 11: ci95_* widen this interval by the run's drift; the bootstrap's own
+        # interval is kept as bootstrap_low / bootstrap_high and is its floor)
+        assert c.bootstrap_low == pytest.approx(lo, rel=0.01), n
+        assert c.bootstrap_high == pytest.approx(hi, rel=0.01), n
+        assert c.ci95_low <= c.bootstrap_low and c.ci95_high >= c.bootstrap_high
         assert c.ratio == pytest.approx(np.median(y) / np.median(x))
 
 

@@ -80,8 +80,11 @@ def binom_cdf(k, n):
 
 @pytest.mark.parametrize("n", [6, 10, 20, 50, 100, 500, 999, 1001, 5000])
 def test_median_ci_uses_exact_order_statistic_ranks(n):
-    x = np.arange(1, n + 1, dtype=float)  # x_(i) == i, so the bounds are the ranks
+    # x_(i) == i, so the bounds are the ranks; shuffled, as independent samples come
+    # (in iteration order 1..n is a perfect trend, whose CI is widened: next test)
+    x = np.random.default_rng(n).permutation(np.arange(1, n + 1, dtype=float))
     s, _ = summary(x)
+    assert s.effective_n == n
     j = int(s.ci95_low_ms)
     k = int(s.ci95_high_ms)
     assert k == n + 1 - j
@@ -89,6 +92,24 @@ def test_median_ci_uses_exact_order_statistic_ranks(n):
     assert coverage >= 0.95
     # the next narrower interval would fall below 95%
     assert 1 - 2 * binom_cdf(j, n) < 0.95
+
+
+def test_autocorrelated_samples_widen_the_median_ci_to_their_effective_size():
+    # AR(1) with phi = 0.8: about n (1 - 0.8) / (1 + 0.8) = n / 9 independent samples
+    rng = np.random.default_rng(5)
+    x, e = np.empty(2000), 0.0
+    for i in range(2000):
+        e = 0.8 * e + rng.standard_normal()
+        x[i] = 10.0 + e
+    s, _ = summary(x)
+    assert 0.75 < s.autocorr_lag1 < 0.85 and 150 < s.effective_n < 300
+    iid, _ = summary(rng.permutation(x))   # the same values, independent order
+    assert iid.effective_n == 2000
+    assert (s.ci95_high_ms - s.ci95_low_ms) > 2.5 * (iid.ci95_high_ms - iid.ci95_low_ms)
+    # the percentiles stay exactly NumPy's
+    for q, v in ((50, s.median_ms), (95, s.p95_ms), (99, s.p99_ms)):
+        assert v == np.percentile(x, q)
+    assert np.sum(x < s.ci95_low_ms) + 1 == 2001 - (np.sum(x <= s.ci95_high_ms))
 
 
 def test_median_ci_contains_median_and_narrows_with_n():

@@ -101,7 +101,11 @@ def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
     fast = make_stats(name="b", median_ms=1.0, ci95_low_ms=0.95, ci95_high_ms=1.05)
     near = make_stats(name="c", median_ms=2.05, ci95_low_ms=1.95, ci95_high_ms=2.15)
     t = format_benchmark_table([base, fast, near], baseline=base).split("\n")
-    assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x same |")
+    # near: [1.95/2.1, 2.15/1.9] = [0.93, 1.13] is wider than the 5% margin: undecided
+    assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x inconclusive |")
+    tight = make_stats(name="e", median_ms=2.02, ci95_low_ms=2.0, ci95_high_ms=2.04)
+    base2 = make_stats(name="f", median_ms=2.0, ci95_low_ms=1.99, ci95_high_ms=2.01)
+    assert format_benchmark_table([base2, tight], baseline=base2).endswith("| 1.01x same |")
     bare = make_stats(name="d", median_ms=4.0)
     assert format_benchmark_table([bare], baseline=base).endswith("| 2.00x |")
 

@@ -294,6 +294,32 @@ def scopes():
         pass
 
 
+def verdicts_and_stability():
+    rng = np.random.default_rng(2)
+    x = 1 + 0.02 * rng.standard_normal(600)
+    shapes = (x, np.where(rng.random(600) < 0.7, 1.0, 1.6) * x, np.linspace(1, 1.4, 600) * x,
+              rng.uniform(0.2, 2.0, 600), np.concatenate([x[:300], 1.1 * x[300:]]))
+    for y in shapes:
+        _native._stats_from_samples(y, warn=True)
+    a, b = _native._stats_from_samples(x), _native._stats_from_samples(1.2 * x)
+    a.run_sizes, b.run_sizes = [100] * 6, (100,) * 6
+    for kw in ({}, {"margin": 0.01}, {"run_spread": 0.05}, {"paired": True},
+               {"margin": 0.2, "run_spread": None}):
+        c = prof.compare_benchmarks(a, b, resamples=200, **kw)
+        pickle.loads(pickle.dumps(c)).to_dict()
+        c.to_markdown()
+    small = _native._stats_from_samples([1.0, 2.0, 3.0])
+    prof.compare_benchmarks(small, small, resamples=100)
+    prof.format_benchmark_table([a, b], baseline=a)
+    for bad in ({"margin": 2.0}, {"margin": "x"}, {"run_spread": -1.0}, {"paired": True}):
+        swallow(prof.compare_benchmarks, a, small, **bad)
+    for bad in ([], [0, 600], [1.5], "12", [True], [10] * 3):
+        swallow(setattr, a, "run_sizes", bad)
+        swallow(prof.compare_benchmarks, a, b)
+    for dev in ("gpu", "xpu:1", "mps"):
+        swallow(prof.benchmark_callable, _native._noop, device=dev, num_warmup=0, num_iters=3)
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     warnings.simplefilter("ignore")
@@ -306,6 +332,7 @@ def main():
         bench_loop()
         round2()
         scopes()
+        verdicts_and_stability()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))
 

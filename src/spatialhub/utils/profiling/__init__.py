@@ -69,9 +69,10 @@ from .onnx_models import benchmark_onnx  # noqa: E402
 from .sweeps import SweepResult, sweep  # noqa: E402
 from .torch_models import profile_model  # noqa: E402
 from .plot import plot_latency, plot_sweep  # noqa: E402
+from .runner import benchmark_repeated, compare_callables  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
-            "plot_sweep"]
+            "plot_sweep", "benchmark_repeated", "compare_callables"]
 
 # The released module's scope profiler (enter/exit native, see scope.py); `profiler` is
 # the module-level instance Timer and timeit record into when given none.

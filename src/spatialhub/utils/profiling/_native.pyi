@@ -51,6 +51,18 @@ class BenchmarkStats:
     host_share: Optional[float]
     gpu_samples_ms: Optional[tuple[float, ...]]
     gpu_telemetry: Optional[dict[str, Any]]
+    stability: Optional[Literal["stable", "noisy", "multimodal", "drifting"]]
+    cv: Optional[float]
+    autocorr_lag1: Optional[float]
+    effective_n: Optional[int]
+    drift: Optional[float]
+    multimodal: Optional[bool]
+    minor_faults_per_iter: Optional[float]
+    major_faults_per_iter: Optional[float]
+    vol_ctx_switches_per_iter: Optional[float]
+    invol_ctx_switches_per_iter: Optional[float]
+    run_sizes: Optional[tuple[int, ...]]
+    run_spread: Optional[float]
     @property
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
@@ -94,6 +106,18 @@ class BenchmarkStats:
         host_share: Optional[float] = None,
         gpu_samples_ms: Optional[Sequence[float]] = None,
         gpu_telemetry: Optional[dict[str, Any]] = None,
+        stability: Optional[str] = None,
+        cv: Optional[float] = None,
+        autocorr_lag1: Optional[float] = None,
+        effective_n: Optional[int] = None,
+        drift: Optional[float] = None,
+        multimodal: Optional[bool] = None,
+        minor_faults_per_iter: Optional[float] = None,
+        major_faults_per_iter: Optional[float] = None,
+        vol_ctx_switches_per_iter: Optional[float] = None,
+        invol_ctx_switches_per_iter: Optional[float] = None,
+        run_sizes: Optional[Iterable[int]] = None,
+        run_spread: Optional[float] = None,
         samples_ms: Optional[Iterable[float]] = None,
     ) -> None: ...
     def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
@@ -119,8 +143,14 @@ class Comparison:
     ratio: float
     ci95_low: float
     ci95_high: float
-    verdict: Literal["faster", "slower", "same"]
+    verdict: Literal["faster", "slower", "same", "inconclusive"]
     resamples: int
+    reason: Optional[str]
+    margin: float
+    method: Optional[Literal["samples", "runs", "interleaved"]]
+    baseline_runs: int
+    candidate_runs: int
+    run_spread: Optional[float]
     def to_dict(self) -> dict[str, Any]: ...
     def to_markdown(self) -> str: ...
     def to_html(self) -> str: ...
@@ -159,12 +189,19 @@ def format_benchmark_table(
     format: Literal["markdown", "html"] = "markdown",
 ) -> str: ...
 def compare_benchmarks(
-    baseline: BenchmarkStats, candidate: BenchmarkStats, *, resamples: SupportsIndex = 2000, seed: SupportsIndex = 0
+    baseline: BenchmarkStats,
+    candidate: BenchmarkStats,
+    *,
+    resamples: SupportsIndex = 2000,
+    seed: SupportsIndex = 0,
+    margin: float = 0.05,
+    run_spread: Optional[float] = None,
+    paired: bool = False,
 ) -> Comparison: ...
 def get_cuda_sync_fn() -> Optional[CudaSync]: ...
 def get_gpu_vram_mb(device_id: SupportsIndex = 0) -> Optional[GPUMemoryInfo]: ...
 def get_ram_mb() -> float: ...
-def _stats_from_samples(samples_ms: Iterable[float]) -> BenchmarkStats: ...
+def _stats_from_samples(samples_ms: Iterable[float], *, warn: bool = False) -> BenchmarkStats: ...
 def _noop() -> None: ...
 def _clock_ns() -> int: ...
 def _force_sampled_rss(flag: bool) -> bool: ...

@@ -1,7 +1,8 @@
 """Command line: ``spatialhub-bench`` and ``python -m spatialhub.utils.profiling``.
 
 Exit status: 0 success, 1 the run or a file failed (one line on stderr, no
-traceback unless --traceback), 2 a bad command line (argparse's usage error).
+traceback unless --traceback), 2 a bad command line (argparse's usage error),
+3 --fail-if-slower: a comparison's verdict is "slower" beyond the threshold.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -39,11 +41,16 @@ examples:
   {PROG} --onnx model.onnx --providers CPU,CUDA --input-dim batch=8
       the model on two providers, symbolic dimension "batch" set to 8
   {PROG} --compare base.json new.json --markdown report.md
-      is new.json faster than base.json? (ratio of medians with a 95% CI)
+      is new.json faster than base.json? (ratio of medians, 95% interval, verdict)
+  {PROG} --processes 5 --json base.json
+      the demo in 5 fresh interpreters, pooled; the spread between them is measured
+  {PROG} --compare base.json new.json --fail-if-slower 10
+      a CI gate: exit status 3 when new.json is "slower" by more than 10%
   {PROG} --plot latency.png --plot-kind ecdf
       the demo plus a picture of its latency distribution (needs matplotlib)
 
-exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line
+exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line;
+  3 --fail-if-slower: a verdict of "slower" beyond PCT
 """
 
 
@@ -76,6 +83,16 @@ def _int_list(text):
     if not parts:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
     return tuple(_positive_int(p) for p in parts)
+
+
+def _percent(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage (e.g. 5), got {text!r}") from None
+    if not 0 <= v < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage in [0, 100), got {text!r}")
+    return v
 
 
 def _dim(text):
@@ -123,12 +140,24 @@ def build_parser():
     opts.add_argument("--device", help="device label: CPU, CUDA, cuda:1, mps (default CPU); "
                                        "a CUDA device gets the native cuCtxSynchronize around each call")
     opts.add_argument("--name", help="label of the result in the table")
+    opts.add_argument("--processes", type=_positive_int, metavar="N",
+                      help="run the benchmark in N fresh interpreters, one after another "
+                           "(spawn), and pool them: the spread between runs is measured "
+                           "and --compare uses it (demo and --callable; default: this process)")
     opts.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
     opts.add_argument("--cache", choices=("warm", "cold"), default=None,
                       help="cold: evict the CPU's last-level cache (and a CUDA device's L2) "
                            "before every call, outside the timed region (default warm)")
 
     out = p.add_argument_group("output")
+    gate = p.add_argument_group("comparison (--compare)")
+    gate.add_argument("--margin", type=_percent, metavar="PCT",
+                      help="practical-equivalence margin in percent: smaller differences count "
+                           "as the same (default 5, or PCT of --fail-if-slower)")
+    gate.add_argument("--fail-if-slower", type=_percent, metavar="PCT",
+                      help="exit with status 3 when a verdict is 'slower' by more than PCT "
+                           "percent (a CI regression gate; 'inconclusive' does not fail)")
+
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
                      help="write the result(s), raw samples included, as JSON (input of --compare); "
@@ -152,8 +181,12 @@ def _check_combinations(p, a):
     only("--input-dim", a.input_dim, a.onnx, "--onnx")
     if a.onnx and a.device:
         p.error("--device does not apply to --onnx: the providers are the devices (use --providers)")
+    only("--margin", a.margin, a.compare, "--compare")
+    only("--fail-if-slower", a.fail_if_slower, a.compare, "--compare")
+    if a.onnx and a.processes:
+        p.error("--processes does not apply to --onnx (a session does not pickle)")
     if a.compare:
-        for flag in ("warmup", "iters", "device", "name"):
+        for flag in ("warmup", "iters", "device", "name", "processes"):
             if getattr(a, flag) is not None:
                 p.error(f"--{flag} does not apply to --compare (it reads saved results)")
     if a.dtype != "float32" and not a.target:
@@ -179,11 +212,45 @@ def _bench_kw(a):
     return kw
 
 
-def _run_demo(a):
+def _bench(a):
+    """benchmark_callable, or its pooled repetition in fresh interpreters (--processes)."""
     from ._native import benchmark_callable
 
+    if not a.processes:
+        return benchmark_callable
+    from .runner import benchmark_repeated
+
+    def repeated(func, *args, **kwargs):
+        return benchmark_repeated(func, *args, repeat=a.processes, **kwargs)
+    return repeated
+
+
+class _Target:
+    """A --callable target that pickles as its MODULE:ATTR spec, so a fresh interpreter
+    (--processes) loads it again, also from a file path; loaded when unpickled, before
+    any timing."""
+
+    def __init__(self, spec, obj=None):
+        self.spec, self.cwd = spec, os.getcwd()
+        self.obj = obj if obj is not None else _load_target(spec)
+
+    def __getstate__(self):
+        return {"spec": self.spec, "cwd": self.cwd}
+
+    def __setstate__(self, state):
+        self.spec, self.cwd = state["spec"], state["cwd"]
+        if self.cwd not in sys.path:
+            sys.path.insert(0, self.cwd)
+        os.chdir(self.cwd)
+        self.obj = _load_target(self.spec)
+
+    def __call__(self, *args, **kwargs):
+        return self.obj(*args, **kwargs)
+
+
+def _run_demo(a):
     frame = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
-    stats = benchmark_callable(
+    stats = _bench(a)(
         process_pipeline, frame, threshold=0.6,
         name=a.name or "ImagePreprocessor", device=a.device or "CPU",
         num_warmup=5 if a.warmup is None else a.warmup,
@@ -236,6 +303,9 @@ def _run_callable(a):
     if _is_torch_module(target):
         from .torch_models import profile_model
 
+        if a.processes:
+            raise CliError("--processes does not apply to a torch module yet: use --callable "
+                           "on a function that runs it")
         if len(shapes) != 1:
             raise CliError("a torch module needs exactly one --args-shape (its input shape)")
         result = profile_model(
@@ -257,9 +327,8 @@ def _run_callable(a):
     rng = np.random.default_rng(0)
     args = [rng.random(s).astype(dtype) if dtype.kind in "fc" else rng.integers(0, 2, s).astype(dtype)
             for s in shapes]
-    from ._native import benchmark_callable
-
-    stats = benchmark_callable(target, *args, name=name, device=a.device or "CPU",
+    stats = _bench(a)(_Target(a.target, target) if a.processes else target, *args,
+                      name=name, device=a.device or "CPU",
                                num_warmup=10 if a.warmup is None else a.warmup,
                                num_iters=a.iters or 50, **kw)
     return [stats], a.title, None
@@ -307,7 +376,9 @@ def _compare(a):
     if len(base) != len(cand):
         raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
                        f"--compare pairs them in order")
-    comparisons = [compare_benchmarks(b, c) for b, c in zip(base, cand)]
+    margin = a.margin if a.margin is not None else \
+        a.fail_if_slower if a.fail_if_slower is not None else 5.0
+    comparisons = [compare_benchmarks(b, c, margin=margin / 100) for b, c in zip(base, cand)]
     title = a.title or "Comparison"
     # Each pair in a table of its own, against its own baseline: one "vs Baseline"
     # column for all rows would set every candidate against the first baseline
@@ -316,7 +387,10 @@ def _compare(a):
     parts = [format_benchmark_table([b, c], title if n == 1 else f"{title} ({i + 1}/{n})",
                                     baseline=b)
              for i, (b, c) in enumerate(zip(base, cand))]
-    parts += [c._repr_markdown_() for c in comparisons]
+    parts += [f"{c._repr_markdown_()}\n\n{c.verdict}: {c.reason}" for c in comparisons]
+    if a.fail_if_slower is not None:
+        limit = 1 + a.fail_if_slower / 100
+        a.gate_failed = [c for c in comparisons if c.verdict == "slower" and c.ratio > limit]
     return base + cand, "\n\n".join(parts), [c.to_dict() for c in comparisons]
 
 
@@ -402,6 +476,13 @@ def _main(a):
         _plot(a, stats_list, sweep_result)
     if interrupted is not None:
         raise interrupted
+    failed = getattr(a, "gate_failed", None)
+    if failed:
+        worst = max(failed, key=lambda c: c.ratio)
+        print(f"{PROG}: {len(failed)} comparison(s) slower by more than {a.fail_if_slower:g}% "
+              f"(worst: {worst.candidate} {worst.ratio:.3f}x {worst.baseline})", file=sys.stderr)
+        return 3
+    return 0
 
 
 def _partial(exc):
@@ -422,15 +503,24 @@ def _json_default(obj):
 
 
 def main(argv=None):
-    """Entry point; returns the exit status (0, 1 or 2)."""
+    """Entry point; returns the exit status (0, 1, 2 or 3)."""
     parser = build_parser()
     try:
         a = parser.parse_args(argv)
         _check_combinations(parser, a)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return exc.code if isinstance(exc.code, int) else 2
+    from ._native import BenchmarkWarning
+
+    def one_line_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, BenchmarkWarning):   # a finding about the run, not about code
+            print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    shown = warnings.showwarning
     try:
-        _main(a)
+        warnings.showwarning = one_line_warning
+        status = _main(a)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -439,7 +529,9 @@ def main(argv=None):
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
-    return 0
+    finally:
+        warnings.showwarning = shown
+    return status
 
 
 if __name__ == "__main__":

@@ -209,6 +209,17 @@ def plot_sweep(sweep_result, path=None, *, param=None, title=None):
     ax_thr.set_ylim(bottom=0)
     ax_thr.legend(fontsize="small")
 
+    # unstable points (stability.c): a red ring and the label, so a trend through a
+    # noisy or bimodal point is not read as a property of the parameter
+    bad = [i for i, s in enumerate(rows) if getattr(s, "stability", None) not in (None, "stable")]
+    for ax, y in ((ax_lat, median), (ax_thr, thr)):
+        if bad:
+            ax.plot(x[bad], y[bad], "o", ms=13, mfc="none", mec="red", mew=1.5,
+                    label="unstable: " + ", ".join(sorted({rows[i].stability for i in bad})))
+            for i in bad:
+                ax.annotate(rows[i].stability, (x[i], y[i]), textcoords="offset points",
+                            xytext=(0, 9), ha="center", fontsize="x-small", color="red")
+            ax.legend(fontsize="small")
     xlabel = param if param is not None else "device"
     for ax in (ax_lat, ax_thr):
         if numeric and x.min() > 0 and x.max() / x.min() >= 8:

@@ -58,6 +58,14 @@ class SweepResult(list):
             baseline=baseline, param=self.param, format=format,
         )
 
+    @property
+    def unstable(self):
+        """``[(value, stability), ...]`` for the rows whose samples were not stable
+        ("noisy", "multimodal", "drifting"): their figures, and the trend through them,
+        should not be trusted as they are (the table marks them; plot_sweep too)."""
+        return [(v, s.stability) for v, s in zip(self.values, self)
+                if getattr(s, "stability", None) not in (None, "stable")]
+
     def to_dicts(self, samples=False):
         """``[s.to_dict(samples=samples) for s in self]``."""
         return [s.to_dict(samples=samples) for s in self]

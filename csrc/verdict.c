@@ -1,0 +1,333 @@
+/*
+ * verdict.c -- verdicts that hold across runs (pure computation).
+ *
+ * A faster/slower verdict is a claim about the code, so its interval must
+ * hold the variation separate runs of identical code show, not only the
+ * sampling error of one run's median.  Each side's level (log of its
+ * median) gets a variance from
+ *
+ *   - the between-block component: medians of up to 10 consecutive blocks
+ *     of each run; drift and autocorrelation make them disagree, which an
+ *     i.i.d. interval cannot see;
+ *   - the between-run component: the spread of the medians of repeated
+ *     fresh-process runs (run_sizes), or a spread the caller knows;
+ *   - for a single run with no such knowledge, its slow variation as the
+ *     stand-in for how far a rerun moves: the variance of consecutive
+ *     block medians beyond that of strided blocks (every B-th sample),
+ *     which have the same size but average the slow variation out.
+ *
+ * The verdict then needs the interval to exclude 1 and the estimate to
+ * exceed a practical-equivalence margin; an interval inside the margin is
+ * "same"; anything else is "inconclusive" with a reason.  docs/statistics.md
+ * has the formulas and the rates measured on identical and slowed code.
+ *
+ * Calls only summary.c.
+ */
+#include "profiling.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Two-sided 95% quantiles of Student's t, df = 1..30. */
+static const double t975[31] = {
+    NAN, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622,
+    2.2281, 2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930,
+    2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452,
+    2.0423,
+};
+
+double
+shp_t975(double df)
+{
+    if (!(df >= 1.0))
+        df = 1.0;   /* also NaN: the widest */
+    if (df <= 30.0) {
+        int lo = (int)floor(df);
+        double f = df - lo;
+        return lo >= 30 ? t975[30] : t975[lo] + f * (t975[lo + 1] - t975[lo]);
+    }
+    if (isinf(df))
+        return 1.959964;
+    /* Cornish-Fisher expansion: within 1e-4 of the exact quantile past 30. */
+    double z = 1.959964, z3 = z * z * z, z5 = z3 * z * z;
+    return z + (z3 + z) / (4.0 * df) + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * df * df);
+}
+
+Py_ssize_t
+shp_block_count(Py_ssize_t n)
+{
+    Py_ssize_t b = n / SHP_MIN_BLOCK;
+    return b > SHP_MAX_BLOCKS ? SHP_MAX_BLOCKS : b;
+}
+
+/* Median of x[0..n) (n >= 1) using scratch. */
+static double
+median_of(const double *x, Py_ssize_t n, double *scratch)
+{
+    memcpy(scratch, x, (size_t)n * sizeof(double));
+    return shp_percentile_inplace(scratch, n, 0.5);
+}
+
+/* Logs of the medians of b consecutive blocks of x[0..n) into out[0..b). */
+static int
+log_block_medians(const double *x, Py_ssize_t n, Py_ssize_t b, double *scratch, double *out)
+{
+    for (Py_ssize_t i = 0; i < b; i++) {
+        Py_ssize_t s = n * i / b, e = n * (i + 1) / b;
+        double m = median_of(x + s, e - s, scratch);
+        if (!(m > 0.0))
+            return -1;
+        out[i] = log(m);
+    }
+    return 0;
+}
+
+/* Logs of the medians of b strided blocks (x[i], x[i+b], ...): the same
+ * sizes as the consecutive blocks, but slow variation averages out in each,
+ * so their spread is what sampling alone produces. */
+static int
+log_strided_medians(const double *x, Py_ssize_t n, Py_ssize_t b, double *scratch, double *out)
+{
+    for (Py_ssize_t i = 0; i < b; i++) {
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = i; k < n; k += b)
+            scratch[m++] = x[k];
+        double med = shp_percentile_inplace(scratch, m, 0.5);
+        if (!(med > 0.0))
+            return -1;
+        out[i] = log(med);
+    }
+    return 0;
+}
+
+/* Sum of squared deviations from the mean of v[0..n). */
+static double
+sum_sq_dev(const double *v, Py_ssize_t n)
+{
+    double mean = 0.0, ss = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        mean += v[i];
+    mean /= (double)n;
+    for (Py_ssize_t i = 0; i < n; i++)
+        ss += (v[i] - mean) * (v[i] - mean);
+    return ss;
+}
+
+int
+shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
+                   double known_spread, shp_level *out)
+{
+    Py_ssize_t one = n;
+    if (sizes == NULL || nruns < 1) {
+        sizes = &one;
+        nruns = 1;
+    }
+    memset(out, 0, sizeof(*out));
+    out->runs = nruns;
+    out->var = NAN;
+    out->df = NAN;
+    out->run_spread = NAN;
+    out->block_spread = NAN;
+    out->slow_spread = NAN;
+    double *scratch = PyMem_Malloc((size_t)(n + nruns + SHP_MAX_BLOCKS + 1) * sizeof(double));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    double *run_logmed = scratch + n, *blk = run_logmed + nruns;
+    double ss = 0.0, ss_strided = 0.0, inv_b = 0.0;
+    Py_ssize_t dfw = 0, off = 0, with_blocks = 0;
+    int positive = 1;
+    for (Py_ssize_t r = 0; r < nruns; r++) {
+        Py_ssize_t m = sizes[r];
+        if (m < 1 || off + m > n) {
+            PyMem_Free(scratch);
+            PyErr_Format(PyExc_ValueError,
+                         "run_sizes must be positive and add up to the %zd samples", n);
+            return -1;
+        }
+        double med = median_of(x + off, m, scratch);
+        positive = positive && med > 0.0;
+        run_logmed[r] = positive ? log(med) : 0.0;
+        Py_ssize_t b = shp_block_count(m);
+        if (positive && b >= 3 && log_block_medians(x + off, m, b, scratch, blk) == 0) {
+            ss += sum_sq_dev(blk, b);
+            if (log_strided_medians(x + off, m, b, scratch, blk) == 0)
+                ss_strided += sum_sq_dev(blk, b);
+            dfw += b - 1;
+            inv_b += 1.0 / (double)b;
+            with_blocks++;
+            out->blocks = b;
+        }
+        off += m;
+    }
+    if (off != n) {
+        PyMem_Free(scratch);
+        PyErr_Format(PyExc_ValueError, "run_sizes add up to %zd, not to the %zd samples", off, n);
+        return -1;
+    }
+    if (!positive) {   /* a zero or negative median has no log: no spread to judge */
+        PyMem_Free(scratch);
+        return 0;
+    }
+    double R = (double)nruns;
+    double sb2 = dfw > 0 ? ss / (double)dfw : NAN;   /* pooled between-block variance */
+    double sampling = dfw > 0 ? sb2 * (inv_b / (double)with_blocks) / R : NAN;
+    if (dfw > 0)
+        out->block_spread = sqrt(sb2);
+    if (nruns >= 2) {
+        double sr2 = sum_sq_dev(run_logmed, nruns) / (R - 1.0);
+        out->run_spread = sqrt(sr2);
+        out->from_runs = 1;
+        out->var = sr2 / R;
+        out->df = R - 1.0;
+        if (dfw > 0 && sampling > out->var) {   /* the runs agree better than they can */
+            out->var = sampling;
+            out->df = (double)dfw;
+            out->from_runs = 0;
+        }
+        if (known_spread >= 0.0 && dfw > 0) {
+            double v = sampling + known_spread * known_spread / R;
+            if (v > out->var) {
+                out->var = v;
+                out->df = (double)dfw;
+                out->from_runs = 0;
+            }
+        }
+    }
+    else if (dfw > 0) {
+        /* One run: its slow variation -- the spread of consecutive block
+         * medians beyond that of strided ones -- stands in for the rerun's
+         * shift, unless the caller knows the between-run spread. */
+        double slow = sb2 - ss_strided / (double)dfw;
+        double between = known_spread >= 0.0 ? known_spread * known_spread : slow > 0.0 ? slow : 0.0;
+        out->slow_spread = sqrt(between);
+        out->var = sampling + between;
+        out->df = (double)dfw;
+    }
+    PyMem_Free(scratch);
+    return 0;
+}
+
+int
+shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssize_t ra,
+                   const double *b, Py_ssize_t nb, const Py_ssize_t *sb, Py_ssize_t rb,
+                   double known_spread, double ratio, double blo, double bhi, shp_interval *out)
+{
+    out->ratio = ratio;
+    out->lo = blo;
+    out->hi = bhi;
+    out->widened = 0;
+    if (shp_level_estimate(a, na, sa, ra, known_spread, &out->a) < 0 ||
+        shp_level_estimate(b, nb, sb, rb, known_spread, &out->b) < 0)
+        return -1;
+    double va = out->a.var, vb = out->b.var;
+    if (isnan(va) || isnan(vb) || !(blo > 0.0) || !(ratio > 0.0))
+        return 0;   /* too few samples to see drift: the bootstrap is all there is */
+    double z = shp_t975(INFINITY);
+    double boot = (log(bhi) - log(blo)) / (2.0 * z);
+    double v = va + vb, df = INFINITY;
+    if (v > 0.0)   /* Welch-Satterthwaite */
+        df = v * v / (va * va / out->a.df + vb * vb / out->b.df);
+    if (boot * boot > v) {   /* the medians' own sampling error dominates */
+        v = boot * boot;
+        df = INFINITY;
+    }
+    double q = shp_t975(df) * sqrt(v);
+    /* never narrower than the bootstrap's own (possibly skewed) interval */
+    out->lo = fmin(ratio * exp(-q), blo);
+    out->hi = fmax(ratio * exp(q), bhi);
+    out->widened = 1;
+    return 0;
+}
+
+int
+shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
+                  const Py_ssize_t *sizes_b, Py_ssize_t rounds, double *ratio, double *lo,
+                  double *hi)
+{
+    Py_ssize_t na = 0, nb = 0, ma = 0, mb = 0;
+    for (Py_ssize_t r = 0; r < rounds; r++) {
+        na += sizes_a[r];
+        nb += sizes_b[r];
+        ma = sizes_a[r] > ma ? sizes_a[r] : ma;
+        mb = sizes_b[r] > mb ? sizes_b[r] : mb;
+    }
+    Py_ssize_t m = ma > mb ? ma : mb;
+    double *d = PyMem_Malloc((size_t)(2 * rounds + m + 1) * sizeof(double));
+    if (d == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    double *sorted = d + rounds, *scratch = sorted + rounds;
+    Py_ssize_t oa = 0, ob = 0;
+    for (Py_ssize_t r = 0; r < rounds; r++) {
+        double xa = median_of(a + oa, sizes_a[r], scratch);
+        double xb = median_of(b + ob, sizes_b[r], scratch);
+        oa += sizes_a[r];
+        ob += sizes_b[r];
+        if (!(xa > 0.0) || !(xb > 0.0)) {
+            PyMem_Free(d);
+            PyErr_SetString(PyExc_ValueError,
+                            "a paired comparison needs positive medians in every round");
+            return -1;
+        }
+        d[r] = log(xb / xa);
+    }
+    Py_ssize_t j, k;
+    shp_median_ci_ranks(rounds, &j, &k);
+    memcpy(sorted, d, (size_t)rounds * sizeof(double));
+    double center = shp_percentile_inplace(sorted, rounds, 0.5);
+    memcpy(sorted, d, (size_t)rounds * sizeof(double));
+    double l = shp_percentile_inplace(sorted, rounds, rounds > 1 ? (double)(j - 1) / (double)(rounds - 1) : 0.0);
+    memcpy(sorted, d, (size_t)rounds * sizeof(double));
+    double h = shp_percentile_inplace(sorted, rounds, rounds > 1 ? (double)(k - 1) / (double)(rounds - 1) : 0.0);
+    *ratio = exp(center);
+    *lo = exp(l);
+    *hi = exp(h);
+    PyMem_Free(d);
+    return 0;
+}
+
+const char *
+shp_judge(double ratio, double lo, double hi, double margin)
+{
+    double up = 1.0 + margin, down = 1.0 / (1.0 + margin);
+    if (!(lo <= hi) || isnan(ratio))
+        return "inconclusive";
+    if (lo > 1.0 && ratio > up)
+        return "slower";
+    if (hi < 1.0 && ratio < down)
+        return "faster";
+    if (lo >= down && hi <= up)
+        return "same";
+    return "inconclusive";
+}
+
+void
+shp_judge_reason(const char *verdict, double ratio, double lo, double hi, double margin,
+                 const char *basis, const char *advice, char *buf, size_t size)
+{
+    double pct = 100.0 * margin;
+    if (strcmp(verdict, "slower") == 0 || strcmp(verdict, "faster") == 0)
+        PyOS_snprintf(buf, size,
+                      "%.1f%% %s, beyond the %.0f%% margin; the interval [%.3f, %.3f] excludes 1 "
+                      "(%s)", 100.0 * fabs(ratio - 1.0), ratio > 1.0 ? "slower" : "faster", pct,
+                      lo, hi, basis);
+    else if (strcmp(verdict, "same") == 0)
+        PyOS_snprintf(buf, size,
+                      "the interval [%.3f, %.3f] lies within the %.0f%% margin (%s)", lo, hi, pct,
+                      basis);
+    else if (!(lo <= hi) || isnan(ratio))
+        PyOS_snprintf(buf, size, "no interval could be estimated (%s)%s", basis, advice);
+    else if ((lo > 1.0 || hi < 1.0))
+        PyOS_snprintf(buf, size,
+                      "a real difference (interval [%.3f, %.3f] excludes 1) but smaller than the "
+                      "%.0f%% margin in its estimate %.3f; lower margin= to call it (%s)",
+                      lo, hi, pct, ratio, basis);
+    else
+        PyOS_snprintf(buf, size,
+                      "the interval [%.3f, %.3f] (±%.0f%%) is wider than the %.0f%% margin allows "
+                      "to decide (%s)%s", lo, hi, 50.0 * (hi - lo) / (ratio > 0 ? ratio : 1.0),
+                      pct, basis, advice);
+}

@@ -1,0 +1,152 @@
+"""Comparisons and repetitions that hold across runs (Python by nature: processes, order).
+
+* :func:`compare_callables` times two callables in one process, in alternating short
+  blocks whose order is drawn at random each round, and judges the per-round ratios:
+  whatever the machine does slowly (frequency, neighbours, thermal state) hits both
+  sides of a round alike and cancels out of the ratio.
+* :func:`benchmark_repeated` runs the same benchmark in ``repeat`` fresh interpreters
+  (``spawn``, never ``fork``: a forked CUDA context is unusable) and pools their samples,
+  keeping which run each came from (``run_sizes``) and the spread between the runs
+  (``run_spread``), which :func:`compare_benchmarks` then uses.
+
+The timing itself is the native loop (``benchmark_callable``); the statistics and the
+verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/verdict.c).
+"""
+import math
+import multiprocessing
+import operator
+import pickle
+import random
+import warnings
+
+import numpy as np
+
+from ._native import BenchmarkWarning, _stats_from_samples, benchmark_callable, compare_benchmarks
+
+__all__ = ["benchmark_repeated", "compare_callables"]
+
+_BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, short enough to interleave
+_MAX_BLOCK = 10_000
+
+
+def _count(value, what, fn, lowest):
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}(): {what} must be an int, not {type(value).__name__}") from None
+    if isinstance(value, bool) or n < lowest:
+        raise ValueError(f"{fn}(): {what} must be an int >= {lowest}, got {value!r}")
+    return n
+
+
+def _pool(runs, sizes, name):
+    """One BenchmarkStats over the samples of several runs (in run order), with run identity."""
+    samples = np.concatenate([r.samples_ms for r in runs])
+    pooled = _stats_from_samples(samples)
+    first = runs[0]
+    pooled.name = name if name is not None else first.name
+    pooled.device = first.device
+    pooled.warmup_iters = sum(r.warmup_iters for r in runs)
+    pooled.ram_delta_mb = max(r.ram_delta_mb for r in runs)
+    pooled.vram_delta_mb = max(r.vram_delta_mb for r in runs)
+    pooled.ram_peak_method = first.ram_peak_method
+    pooled.batch_size = first.batch_size
+    pooled.params = first.params
+    pooled.env = first.env
+    overheads = [r.overhead_ms for r in runs if r.overhead_ms is not None]
+    pooled.overhead_ms = float(np.median(overheads)) if overheads else None
+    pooled.run_sizes = tuple(sizes)
+    medians = np.log([float(np.median(r.samples_ms)) for r in runs])
+    if len(runs) > 1 and np.all(np.isfinite(medians)):
+        pooled.run_spread = float(np.std(medians, ddof=1))
+    return pooled
+
+
+# ---- interleaved A/B in one process -------------------------------------------------
+
+def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, margin=0.05,
+                      seed=0, name_a=None, name_b=None, device="CPU", sync_fn=None, **kwargs):
+    """Compare two callables interleaved in one process; returns a Comparison.
+
+    Each of ``rounds`` rounds times one block of ``block_iters`` calls of ``a`` and one of
+    ``b`` (plus one untimed call before each block), in an order drawn at random per
+    round (seeded by ``seed``).  The verdict is judged on the per-round ratios of block
+    medians: their median is ``ratio``, the distribution-free 95% interval of that median
+    is ``[ci95_low, ci95_high]``, and ``margin`` is the practical-equivalence margin
+    (see compare_benchmarks).  ``block_iters=None`` sizes a block to about 20 ms of the
+    slower callable (3 calls at least).  ``args`` and ``kwargs`` go to both callables.
+    """
+    fn = "compare_callables"
+    if not callable(a) or not callable(b):
+        raise TypeError(f"{fn}(): a and b must be callable, not "
+                        f"{type(a if not callable(a) else b).__name__}")
+    rounds = _count(rounds, "rounds", fn, 2)
+    num_warmup = _count(num_warmup, "num_warmup", fn, 0)
+    if block_iters is not None:
+        block_iters = _count(block_iters, "block_iters", fn, 1)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise ValueError(f"{fn}(): margin must be a number in [0, 1) (0.05 = 5%), not {margin!r}")
+    seed = _count(seed, "seed", fn, 0)
+    names = (name_a if name_a is not None else getattr(a, "__name__", "A"),
+             name_b if name_b is not None else getattr(b, "__name__", "B"))
+    if names[0] == names[1]:
+        names = (names[0] + " (a)", names[1] + " (b)")
+    opts = dict(device=device, sync_fn=sync_fn, track_ram=False, track_vram=False, progress=False)
+
+    with warnings.catch_warnings():
+        # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
+        warnings.simplefilter("ignore", BenchmarkWarning)
+        first = [benchmark_callable(f, *args, name=n, num_warmup=num_warmup, num_iters=3, **opts,
+                                    **kwargs) for f, n in zip((a, b), names)]
+        if block_iters is None:
+            slow = max(s.median_ms for s in first)
+            block_iters = 3 if slow <= 0 else min(_MAX_BLOCK, max(3, math.ceil(_BLOCK_TARGET_MS / slow)))
+        order = random.Random(seed)
+        runs = ([], [])
+        for _ in range(rounds):
+            sides = (0, 1) if order.random() < 0.5 else (1, 0)
+            for side in sides:
+                f = (a, b)[side]
+                runs[side].append(benchmark_callable(f, *args, name=names[side], num_warmup=1,
+                                                     num_iters=block_iters, **opts, **kwargs))
+    sizes = [block_iters] * rounds
+    pa, pb = _pool(runs[0], sizes, names[0]), _pool(runs[1], sizes, names[1])
+    return compare_benchmarks(pa, pb, paired=True, margin=margin, seed=seed)
+
+
+# ---- repetitions in fresh processes ---------------------------------------------------
+
+def _run_one(payload):
+    func, args, kwargs = pickle.loads(payload)
+    return benchmark_callable(func, *args, **kwargs)
+
+
+def benchmark_repeated(func, *args, repeat=5, **kwargs):
+    """benchmark_callable(func, *args, **kwargs) in ``repeat`` fresh interpreters, pooled.
+
+    The runs go one after another (never side by side: they would time each other), each
+    in a new interpreter started with multiprocessing's ``spawn`` (never ``fork``).  The
+    result's samples are the runs' samples in run order; ``run_sizes`` says how many came
+    from each run and ``run_spread`` is the standard deviation of the logs of the run
+    medians (0.05: runs differ by about 5%).  ``func`` and the arguments must pickle (a
+    module-level function; a lambda or a function defined in a notebook cell does not),
+    and a script calling this needs the ``if __name__ == "__main__":`` guard of spawn.
+    """
+    fn = "benchmark_repeated"
+    if not callable(func):
+        raise TypeError(f"{fn}(): func must be callable, not {type(func).__name__}")
+    repeat = _count(repeat, "repeat", fn, 1)
+    name = kwargs.get("name")
+    kwargs.setdefault("progress", False)
+    try:
+        payload = pickle.dumps((func, args, kwargs))
+    except Exception as exc:   # PicklingError, AttributeError, TypeError: all say "cannot pickle"
+        raise TypeError(f"{fn}(): func and its arguments must be picklable to run in fresh "
+                        f"processes (a module-level function, not a lambda or a notebook "
+                        f"cell's function): {exc}") from exc
+    ctx = multiprocessing.get_context("spawn")
+    runs = []
+    with ctx.Pool(1, maxtasksperchild=1) as pool:   # a fresh interpreter for every run
+        for _ in range(repeat):
+            runs.append(pool.apply(_run_one, (payload,)))
+    return _pool(runs, [r.timed_iters for r in runs], name)

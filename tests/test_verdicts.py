@@ -1,0 +1,194 @@
+"""Verdicts that hold across runs: drift and run-to-run spread widen the interval, a
+margin separates "same" from a real difference, "inconclusive" says why, and the
+interleaved and repeated runners feed the same rule."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from spatialhub.utils.profiling import (BenchmarkStats, _native, benchmark_repeated,
+                                        compare_benchmarks, compare_callables)
+
+
+def stats(samples, run_sizes=None):
+    s = _native._stats_from_samples(np.asarray(samples, dtype=float))
+    if run_sizes is not None:
+        s.run_sizes = run_sizes
+    return s
+
+
+def steady(level, n=600, seed=0, sd=0.01):
+    return level * (1 + sd * np.random.default_rng(seed).standard_normal(n))
+
+
+def judge(c):
+    """The documented rule, recomputed from the fields."""
+    lo, hi, r, m = c.ci95_low, c.ci95_high, c.ratio, c.margin
+    if lo > 1 and r > 1 + m:
+        return "slower"
+    if hi < 1 and r < 1 / (1 + m):
+        return "faster"
+    if 1 / (1 + m) <= lo and hi <= 1 + m:
+        return "same"
+    return "inconclusive"
+
+
+def test_a_step_inside_a_run_widens_the_interval_instead_of_claiming_slower():
+    # The candidate's machine got 10% slower halfway through its run: the old bootstrap
+    # CI (i.i.d. samples) called that "slower"; the blocks see the run is not stable.
+    base = stats(steady(1.0, seed=1))
+    cand = stats(np.concatenate([steady(1.0, 300, seed=2), steady(1.1, 300, seed=3)]))
+    c = compare_benchmarks(base, cand)
+    assert c.verdict == "inconclusive" == judge(c), c.reason
+    assert "slow variation" in c.reason and "compare_callables" in c.reason
+    # the same samples shuffled (no slow variation left): a narrow interval
+    shuffled = stats(np.random.default_rng(4).permutation(cand.samples_ms))
+    c2 = compare_benchmarks(base, shuffled)
+    assert 3 * np.log(c2.ci95_high / c2.ci95_low) < np.log(c.ci95_high / c.ci95_low)
+
+
+def test_margin_separates_same_from_a_small_real_difference():
+    base, cand = stats(steady(1.0, seed=5)), stats(steady(1.03, seed=6))
+    c = compare_benchmarks(base, cand)
+    assert c.verdict == "same" and c.margin == 0.05 and 1.02 < c.ratio < 1.04, c.reason
+    strict = compare_benchmarks(base, cand, margin=0.01)
+    assert strict.verdict == "slower" == judge(strict) and strict.margin == 0.01
+    # between the two: a real difference that the interval cannot place against 2.5%
+    c3 = compare_benchmarks(base, stats(steady(1.025, seed=6, sd=0.05)), margin=0.025)
+    assert c3.verdict == judge(c3)
+    assert compare_benchmarks(cand, base, margin=0.01).verdict == "faster"
+
+
+def test_runs_give_the_between_run_spread_and_widen_the_interval():
+    rng = np.random.default_rng(7)
+    levels_a, levels_b = 1 + 0.08 * rng.standard_normal(5), 1 + 0.08 * rng.standard_normal(5)
+    a = stats(np.concatenate([steady(lv, 200, seed=i) for i, lv in enumerate(levels_a)]),
+              run_sizes=[200] * 5)
+    b = stats(np.concatenate([steady(lv, 200, seed=10 + i) for i, lv in enumerate(levels_b)]),
+              run_sizes=(200,) * 5)
+    c = compare_benchmarks(a, b)
+    assert c.method == "runs" and (c.baseline_runs, c.candidate_runs) == (5, 5)
+    assert 0.03 < c.run_spread < 0.2 and "5 and 5 runs" in c.reason
+    assert c.verdict in ("same", "inconclusive") and c.verdict == judge(c)
+    # the same samples as one run each: the spread between runs is invisible... but the
+    # blocks (one block per run here) still see the slow variation
+    flat = compare_benchmarks(stats(a.samples_ms), stats(b.samples_ms))
+    assert flat.method == "samples" and flat.verdict == judge(flat)
+    # a 1.5x slowdown stands out of that spread
+    slow = stats(b.samples_ms * 1.5, run_sizes=[200] * 5)
+    assert compare_benchmarks(a, slow).verdict == "slower"
+
+
+def test_a_known_run_spread_is_used_for_single_runs():
+    base, cand = stats(steady(1.0, seed=8)), stats(steady(1.08, seed=9))
+    assert compare_benchmarks(base, cand, run_spread=0.0).verdict == "slower"
+    c = compare_benchmarks(base, cand, run_spread=0.10)
+    assert c.verdict == "inconclusive" and c.run_spread == 0.10 and "±10.0%" in c.reason
+    with pytest.raises(ValueError, match="run_spread"):
+        compare_benchmarks(base, cand, run_spread=-0.1)
+    with pytest.raises(ValueError, match="margin"):
+        compare_benchmarks(base, cand, margin=1.5)
+    with pytest.raises(TypeError, match="margin"):
+        compare_benchmarks(base, cand, margin="5%")
+
+
+def test_run_sizes_are_checked_and_travel_with_the_result():
+    s = stats(steady(1.0, 30), run_sizes=[10, 20])
+    assert s.run_sizes == (10, 20)
+    d = json.loads(s.to_json(samples=True))
+    assert d["run_sizes"] == [10, 20]
+    back = BenchmarkStats.from_dict(d)
+    assert back.run_sizes == (10, 20) and pickle.loads(pickle.dumps(s)).run_sizes == (10, 20)
+    for bad, exc in (([], ValueError), ([0, 30], ValueError), ([1.5], TypeError), ("12", TypeError),
+                     ([True], TypeError)):
+        with pytest.raises(exc, match="run_sizes"):
+            s.run_sizes = bad
+    s.run_sizes = [10, 10]   # 20 of 30 samples
+    with pytest.raises(ValueError, match="run_sizes add up to 20"):
+        compare_benchmarks(s, s)
+
+
+def test_comparison_keeps_reason_and_margin_through_pickle_and_dict():
+    c = compare_benchmarks(stats(steady(1.0)), stats(steady(2.0)), margin=0.1)
+    assert c.verdict == "slower" and "beyond the 10% margin" in c.reason
+    back = pickle.loads(pickle.dumps(c))
+    assert back.to_dict() == c.to_dict() and back.reason == c.reason and back.margin == 0.1
+    d = c.to_dict()
+    assert {"reason", "margin", "method", "baseline_runs", "candidate_runs"} <= set(d)
+
+
+def test_paired_rounds_are_judged_on_the_round_ratios():
+    rng = np.random.default_rng(11)
+    drift = np.repeat(np.linspace(1.0, 2.0, 20), 10)   # the machine slows 2x over the run
+    a = drift * (1 + 0.01 * rng.standard_normal(200))
+    b = 1.2 * drift * (1 + 0.01 * rng.standard_normal(200))
+    pa, pb = stats(a, run_sizes=[10] * 20), stats(b, run_sizes=[10] * 20)
+    c = compare_benchmarks(pa, pb, paired=True)
+    assert c.method == "interleaved" and c.verdict == "slower" and 1.18 < c.ratio < 1.22
+    assert c.ci95_high / c.ci95_low < 1.03   # the drift cancels out of each round's ratio
+    assert compare_benchmarks(pa, pa, paired=True).verdict == "same"
+    few = compare_benchmarks(stats(a[:40], [10] * 4), stats(b[:40], [10] * 4), paired=True)
+    assert few.verdict == "inconclusive" and "under 6 rounds" in few.reason
+    with pytest.raises(ValueError, match="paired=True"):
+        compare_benchmarks(pa, stats(b), paired=True)
+
+
+def spin(ms):
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+
+def test_compare_callables_interleaves_and_finds_a_2x_slowdown():
+    c = compare_callables(spin, lambda ms: spin(2 * ms), 0.2, rounds=8, block_iters=5)
+    assert c.verdict == "slower" and 1.6 < c.ratio < 2.5, c.reason
+    assert c.method == "interleaved" and c.baseline_runs == c.candidate_runs == 8
+    assert c.baseline == "spin" and c.candidate == "<lambda>"
+
+
+def test_compare_callables_on_identical_code_is_not_a_difference():
+    c = compare_callables(spin, spin, 0.2, rounds=10, block_iters=5, margin=0.25)
+    assert c.verdict in ("same", "inconclusive"), c.reason   # never faster/slower
+    assert c.baseline != c.candidate   # the two sides stay apart in the tables
+
+
+def test_compare_callables_arguments():
+    with pytest.raises(TypeError, match="compare_callables"):
+        compare_callables(spin, 3)
+    with pytest.raises(ValueError, match="rounds"):
+        compare_callables(spin, spin, 0.1, rounds=1)
+    with pytest.raises(ValueError, match="margin"):
+        compare_callables(spin, spin, 0.1, margin=-1)
+    calls = []
+
+    def boom(x):
+        calls.append(x)
+        if len(calls) > 3:
+            raise KeyError("user's own")
+    with pytest.raises(KeyError, match="user's own"):
+        compare_callables(spin, boom, 0.01, rounds=3, block_iters=2)
+
+
+def test_benchmark_repeated_pools_fresh_processes_with_run_identity():
+    s = benchmark_repeated(spin, 0.1, repeat=2, num_warmup=2, num_iters=25, name="spin")
+    assert s.run_sizes == (25, 25) and s.timed_iters == 50 and s.name == "spin"
+    assert s.run_spread is not None and s.run_spread >= 0
+    assert s.median_ms == np.percentile(s.samples_ms, 50)   # still exact over the pool
+    with pytest.raises(TypeError, match="picklable"):
+        benchmark_repeated(lambda: None, repeat=2)
+    with pytest.raises(ValueError, match="repeat"):
+        benchmark_repeated(spin, 0.1, repeat=0)
+
+
+def test_benchmark_repeated_uses_new_interpreters_not_fork():
+    s = benchmark_repeated(os.getpid, repeat=2, num_warmup=0, num_iters=5)
+    assert s.run_sizes == (5, 5)
+    code = ("import multiprocessing as m, sys; from spatialhub.utils.profiling import runner;"
+            "print(runner.multiprocessing.get_context('spawn').get_start_method())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "spawn"
