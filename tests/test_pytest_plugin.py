@@ -423,3 +423,35 @@ def test_ownership_with_the_real_pytest_benchmark(tmp_path):
     assert rc == 0 and "OWNER: pytest_benchmark.fixture" in out, out
     rc, out = run_pytest(tmp_path, OWNER_SRC, "-s", *FAST)
     assert rc == 0 and "OWNER: spatialhub.utils.profiling.pytest_plugin.fixture" in out, out
+
+
+def test_gate_follows_issue_11_rules_once_compare_benchmarks_has_them(monkeypatch):
+    """When Comparison gains margin/reason (issue 11), judge() passes the threshold as the
+    margin and fails exactly on a "slower" verdict beyond it."""
+    import types
+
+    import numpy as np
+
+    from spatialhub.utils.profiling import _native
+    from spatialhub.utils.profiling.pytest_plugin import gate
+
+    seen = {}
+
+    class FakeComparison:
+        margin = reason = None
+
+    def fake_compare(b, c, *, resamples, seed, margin=0.05):
+        seen["margin"] = margin
+        ratio = float(np.median(c.samples_ms) / np.median(b.samples_ms))
+        verdict = "slower" if ratio > 1 + margin else "inconclusive"
+        return types.SimpleNamespace(ratio=ratio, ci95_low=ratio * 0.98, ci95_high=ratio * 1.02,
+                                     verdict=verdict, reason=f"because {verdict}")
+
+    monkeypatch.setattr(_native, "Comparison", FakeComparison)
+    monkeypatch.setattr(_native, "compare_benchmarks", fake_compare)
+    base = _native._stats_from_samples([1.0] * 50)
+    slow = _native._stats_from_samples([1.3] * 50)
+    v = gate.judge("t", base, slow, 0.10)
+    assert seen["margin"] == 0.10 and v.fails and v.reason == "because slower"
+    v = gate.judge("t", base, slow, 0.50)
+    assert not v.fails and v.verdict == "inconclusive"
