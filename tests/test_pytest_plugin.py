@@ -440,8 +440,9 @@ def test_gate_follows_issue_11_rules_once_compare_benchmarks_has_them(monkeypatc
     class FakeComparison:
         margin = reason = None
 
-    def fake_compare(b, c, *, resamples, seed, margin=0.05):
+    def fake_compare(b, c, *, resamples, seed, margin=0.05, run_spread=None):
         seen["margin"] = margin
+        seen["run_spread"] = run_spread
         ratio = float(np.median(c.samples_ms) / np.median(b.samples_ms))
         verdict = "slower" if ratio > 1 + margin else "inconclusive"
         return types.SimpleNamespace(ratio=ratio, ci95_low=ratio * 0.98, ci95_high=ratio * 1.02,
@@ -451,7 +452,8 @@ def test_gate_follows_issue_11_rules_once_compare_benchmarks_has_them(monkeypatc
     monkeypatch.setattr(_native, "compare_benchmarks", fake_compare)
     base = _native._stats_from_samples([1.0] * 50)
     slow = _native._stats_from_samples([1.3] * 50)
-    v = gate.judge("t", base, slow, 0.10)
+    v = gate.judge("t", base, slow, 0.10, run_spread=0.02)
     assert seen["margin"] == 0.10 and v.fails and v.reason == "because slower"
+    assert seen["run_spread"] == 0.02
     v = gate.judge("t", base, slow, 0.50)
     assert not v.fails and v.verdict == "inconclusive"

@@ -66,6 +66,17 @@ def _parse_compare_fail(text):
     return ("abs", float(m.group("abs")))
 
 
+def _parse_spread(text):
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid spread {text!r} (e.g. 3% or 0.03)") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"spread must be in [0%, 100%), got {text!r}")
+    return v
+
+
 def _parse_save(text):
     if not text:
         raise argparse.ArgumentTypeError("Can't be empty.")
@@ -152,6 +163,9 @@ def pytest_addoption(parser, pluginmanager):
         help="fail the session when a benchmark is slower than the compared run beyond "
              "EXPR (median:10%% or median:SECONDS), judged with the 95%% CI of the ratio "
              "of medians: noise alone does not fail")
+    add("--benchmark-run-spread", metavar="PCT", type=_parse_spread, default=None,
+        help="(spatialhub) run-to-run spread of identical code for the gate, e.g. 3%%; "
+             "default: measured from the last 10 saved runs when there are 3 or more, else 5%%")
     add("--benchmark-storage", metavar="URI", default="file://./.benchmarks",
         help="where saved runs live. Default: file://./.benchmarks")
     add("--benchmark-markdown", metavar="PATH",

@@ -162,7 +162,7 @@ def session_json(fixtures, minfo, cinfo, include_data=True, verdicts=None):
 
 
 def dumps(obj):
-    return json.dumps(obj, indent=4, ensure_ascii=True, default=repr, allow_nan=False)
+    return json.dumps(obj, indent=4, ensure_ascii=True, default=repr)
 
 
 def stats_from_json(bench):

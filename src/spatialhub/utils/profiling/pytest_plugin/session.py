@@ -8,11 +8,21 @@ import pytest
 
 from . import report
 from .fixture import IGNORED_OPTIONS, BenchmarkFixture
-from .gate import judge
+from .gate import judge, run_spread_of
 
 _IGNORED_CLI = ("min_time", "timer", "calibration_precision", "sort", "group_by", "columns",
                 "name", "time_unit", "histogram", "csv", "cprofile", "cprofile_loops",
                 "cprofile_top", "cprofile_dump", "netrc")
+
+
+def _xdist_workers(config):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return False
+    try:
+        n = config.getoption("numprocesses")
+    except ValueError:
+        return False
+    return bool(n) or hasattr(config, "workerinput")
 
 
 class BenchmarkSession:
@@ -31,6 +41,13 @@ class BenchmarkSession:
             "disable_gc": opt("benchmark_disable_gc"),
             "device": opt("benchmark_device"),
         }
+        self.notes = []
+        if self.disabled is False and _xdist_workers(config):
+            # each xdist worker would time with the others competing for the CPUs and
+            # write its own report over the others' (pytest-benchmark does the same)
+            self.disabled = True
+            self.notes.append("benchmarks disabled: pytest-xdist is running tests in "
+                              "parallel (use -p no:xdist or -n 0 to benchmark)")
         self.ignored = sorted("--benchmark-" + k.replace("_", "-") for k in _IGNORED_CLI
                               if opt("benchmark_" + k) is not None)
         self.fixtures = []
@@ -46,7 +63,8 @@ class BenchmarkSession:
             raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
         self.compared_path = None
         self.compared = {}
-        self.notes = []
+        self.history = {}
+        self.run_spread = opt("benchmark_run_spread")
         if compare is not None:
             path = self.storage.find(compare)
             if path is None:
@@ -63,9 +81,25 @@ class BenchmarkSession:
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     raise pytest.UsageError(f"Can't compare: cannot read {path}: {exc}") from None
                 self.compared_path = path
+                self.history = self._load_history()
         self.verdicts = {}
         self.regressed = False
         self.written = []
+
+    HISTORY_RUNS = 10
+
+    def _load_history(self):
+        """Medians (seconds) of each benchmark in the latest saved runs: the between-run
+        spread of identical code is estimated from them (``gate.run_spread_of``)."""
+        hist = {}
+        for path in self.storage.runs()[-self.HISTORY_RUNS:]:
+            try:
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
+                for b in data["benchmarks"]:
+                    hist.setdefault(b["fullname"], []).append(float(b["stats"]["median"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return hist
 
     def make_fixture(self, node):
         marker = node.get_closest_marker("benchmark")
@@ -101,8 +135,11 @@ class BenchmarkSession:
             base = self.compared.get(fx.fullname)
             if base is None:
                 continue
+            spread = self.run_spread
+            if spread is None:
+                spread = run_spread_of(self.history.get(fx.fullname, ()))
             vd = judge(fx.name, report.stats_from_json(base), fx.stats.native,
-                       self._threshold(base) if self.fail_exprs else None)
+                       self._threshold(base) if self.fail_exprs else None, run_spread=spread)
             self.verdicts[fx.fullname] = vd
             if vd.fails:
                 self.regressed = True
@@ -153,11 +190,12 @@ class BenchmarkSession:
 
     def display(self, tr):
         ran = [fx for fx in self.fixtures if not fx.has_error and fx.stats is not None]
-        if not ran and not self.written:
+        notes = self.notes + self.ignored_notes()
+        if not ran and not self.written and not notes:
             return
+        tr.ensure_newline()
+        tr.section("benchmark (spatialhub)", sep="-", yellow=True)
         if ran and not self.quiet:
-            tr.ensure_newline()
-            tr.section("benchmark (spatialhub)", sep="-", yellow=True)
             if self.compared_path is not None:
                 tr.write_line(f"Comparing against benchmarks from: {self.compared_path}")
             tr.write_line(report.terminal_table(self.fixtures, self.verdicts or None))
@@ -166,8 +204,8 @@ class BenchmarkSession:
             for fx in ran:
                 for w in fx.warnings:
                     tr.write_line(f"  note {fx.name}: {w}")
-            for n in self.notes + self.ignored_notes():
-                tr.write_line(f"  note: {n}")
+        for n in notes:
+            tr.write_line(f"  note: {n}")
         for what, where in self.written:
             tr.write_line(f"{what}: {where}")
         if self.verdicts:
