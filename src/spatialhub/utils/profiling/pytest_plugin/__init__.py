@@ -166,6 +166,9 @@ def pytest_addoption(parser, pluginmanager):
     add("--benchmark-run-spread", metavar="PCT", type=_parse_spread, default=None,
         help="(spatialhub) run-to-run spread of identical code for the gate, e.g. 3%%; "
              "default: measured from the last 10 saved runs when there are 3 or more, else 5%%")
+    add("--benchmark-reference", choices=("auto", "off"), default="auto",
+        help="(spatialhub) auto: time a fixed reference workload next to each CPU benchmark "
+             "and take the machine's own speed change out of comparisons; off: do not")
     add("--benchmark-storage", metavar="URI", default="file://./.benchmarks",
         help="where saved runs live. Default: file://./.benchmarks")
     add("--benchmark-markdown", metavar="PATH",

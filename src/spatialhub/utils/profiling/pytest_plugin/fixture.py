@@ -30,9 +30,16 @@ MARKER_OPTIONS = frozenset((
     "max_time", "min_rounds", "min_time", "timer", "group", "disable_gc", "warmup",
     "warmup_iterations", "calibration_precision", "cprofile",
     # ours
-    "device", "sync_fn", "max_rounds", "track_ram", "track_vram",
+    "device", "sync_fn", "max_rounds", "track_ram", "track_vram", "reference",
 ))
 IGNORED_OPTIONS = frozenset(("min_time", "timer", "calibration_precision", "cprofile"))
+
+
+def reference_workload():
+    """A fixed, interpreter-bound piece of work (~20 us) timed next to each CPU
+    benchmark.  Its median says how fast the machine is at that moment; the gate divides
+    a benchmark's change by the reference's change (docs/guide.md, "machine speed")."""
+    return len("".join([str(i * 7) for i in range(300)]))
 
 
 class FixtureAlreadyUsed(Exception):
@@ -174,6 +181,7 @@ class BenchmarkFixture:
         self.skipped = False
         self.stats = None
         self.warnings = []
+        self.reference_s = None      # median of reference_workload around this benchmark
         self._options = options
         self._add_stats = add_stats
         self._mode = None
@@ -245,7 +253,24 @@ class BenchmarkFixture:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return stats
 
-    def _record(self, native, iterations):
+    def _reference(self):
+        """Median (s) of ``reference_workload``, or None when not measured: with a device
+        or sync_fn (device time does not follow the CPU's speed) or when switched off."""
+        o = self._options
+        if (not o.get("reference", True) or o.get("sync_fn") is not None
+                or (o.get("device") or "CPU").upper() != "CPU"):
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BenchmarkWarning)
+            s = benchmark_callable(reference_workload, name="reference", num_warmup=5,
+                                   num_iters=150, track_ram=False, track_vram=False,
+                                   progress=False)
+        return s.median_ms / 1e3
+
+    def _record(self, native, iterations, ref_before=None):
+        ref_after = self._reference() if ref_before is not None else None
+        if ref_before and ref_after:
+            self.reference_s = math.sqrt(ref_before * ref_after)
         opts = self._options
         options = {
             "disable_gc": bool(opts.get("disable_gc", False)),
@@ -286,9 +311,10 @@ class BenchmarkFixture:
             # 3. the timed rounds: as many as fit in max_time, at least min_rounds.
             rounds = math.ceil(max_time / per_call_s)
             rounds = max(min_rounds, min(rounds, max_rounds))
+            ref = self._reference()
             native = self._run_native(func, args, kwargs, **kw, num_warmup=num_warmup,
                                       num_iters=rounds)
-            self._record(native, 1)
+            self._record(native, 1, ref)
         return func(*args, **kwargs)
 
     def _raw_pedantic(self, target, args, kwargs, setup, teardown, rounds, warmup_rounds,
@@ -326,6 +352,7 @@ class BenchmarkFixture:
         kw = self._native_kw()
         box = {}
         count = [0]
+        ref = self._reference()
 
         if setup is None and teardown is None:
             # fixed arguments: the native loop calls the round directly.
@@ -353,7 +380,7 @@ class BenchmarkFixture:
                 setattr(per_call, attr, getattr(native, attr))
             per_call.warmup_iters = native.warmup_iters
             native = per_call
-        self._record(native, iterations)
+        self._record(native, iterations, ref)
         if "result" in box:
             return box["result"]
         # looped rounds keep no result: one more call for it, as pytest-benchmark does

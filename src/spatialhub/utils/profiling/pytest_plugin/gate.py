@@ -52,6 +52,7 @@ class Verdict:
     threshold: Optional[float]   # fraction (0.10 for 10%), None when no gate is set
     fails: bool                  # this benchmark fails the gate
     reason: str                  # one line a reader can act on
+    machine_factor: Optional[float] = None   # reference now / reference then (1.3: slower machine)
 
 
 def _new_verdict_api():
@@ -82,11 +83,15 @@ def _block_se(samples):
     return float(meds.std(ddof=1) / math.sqrt(BLOCKS))
 
 
-def judge(name, baseline, candidate, threshold=None, *, run_spread=None, seed=0):
+def judge(name, baseline, candidate, threshold=None, *, run_spread=None, machine_factor=None,
+          seed=0):
     """Compare ``candidate`` with ``baseline`` (``BenchmarkStats`` with raw samples).
 
     ``threshold``: allowed slowdown as a fraction (0.10 = 10%) or None (report only).
     ``run_spread``: between-run spread of this benchmark (None: ``DEFAULT_RUN_SPREAD``).
+    ``machine_factor``: how much slower the machine itself was for the candidate (the
+    reference workload's median now / then); the candidate's samples are divided by it
+    before the comparison, and the ratio reported is the corrected one.
     Returns a ``Verdict``; never raises for data reasons (missing samples give
     ``verdict="no data"`` and never fail)."""
     from .._native import compare_benchmarks
@@ -96,6 +101,23 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, seed=0)
         return Verdict(name, "no data", None, None, None, threshold, False,
                        "the saved run has no raw samples (saved by pytest-benchmark without "
                        "--benchmark-save-data?): cannot judge")
+    if machine_factor is not None and machine_factor > 0 and machine_factor != 1.0:
+        from .._native import _stats_from_samples
+
+        scaled = _stats_from_samples(candidate.samples_ms / machine_factor)
+        scaled.name = candidate.name
+        candidate = scaled
+    v = _judge(name, baseline, candidate, threshold, run_spread, seed)
+    if machine_factor is None:
+        return v
+    reason = v.reason + f"; machine speed factor {machine_factor:.3f} taken out"
+    return Verdict(v.name, v.verdict, v.ratio, v.ci_low, v.ci_high, v.threshold, v.fails,
+                   reason, machine_factor)
+
+
+def _judge(name, baseline, candidate, threshold, run_spread, seed):
+    from .._native import compare_benchmarks
+
     spread = DEFAULT_RUN_SPREAD if run_spread is None else float(run_spread)
     spread_txt = f"run-to-run spread {spread:.1%}" + (" (assumed)" if run_spread is None
                                                        else " (from saved runs)")

@@ -119,6 +119,7 @@ def bench_to_json(fx, include_data=True, verdict=None):
         "torch_max_allocated_mb": s.torch_max_allocated_mb,
         "overhead_s": None if s.overhead_ms is None else s.overhead_ms / 1e3,
         "rel_ci_half_width": _rel_ci(s),
+        "reference_s": fx.reference_s,
         "warnings": list(fx.warnings),
     }
     for attr in ("stability", "cv", "page_faults_minor", "page_faults_major"):
@@ -126,6 +127,7 @@ def bench_to_json(fx, include_data=True, verdict=None):
             extra[attr] = _finite(getattr(s, attr))
     if verdict is not None:
         extra["comparison"] = {"verdict": verdict.verdict, "ratio": verdict.ratio,
+                               "machine_factor": verdict.machine_factor,
                                "ci95_low": verdict.ci_low, "ci95_high": verdict.ci_high,
                                "threshold": verdict.threshold, "fails": verdict.fails,
                                "reason": verdict.reason}

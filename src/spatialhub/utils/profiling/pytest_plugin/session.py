@@ -40,6 +40,7 @@ class BenchmarkSession:
             "warmup_iterations": opt("benchmark_warmup_iterations"),
             "disable_gc": opt("benchmark_disable_gc"),
             "device": opt("benchmark_device"),
+            "reference": opt("benchmark_reference") != "off",
         }
         self.notes = []
         if self.disabled is False and _xdist_workers(config):
@@ -65,6 +66,7 @@ class BenchmarkSession:
         self.compared = {}
         self.history = {}
         self.run_spread = opt("benchmark_run_spread")
+        self.use_reference = opt("benchmark_reference") != "off"
         if compare is not None:
             path = self.storage.find(compare)
             if path is None:
@@ -96,7 +98,9 @@ class BenchmarkSession:
             try:
                 data = json.loads(Path(path).read_text(encoding="utf-8"))
                 for b in data["benchmarks"]:
-                    hist.setdefault(b["fullname"], []).append(float(b["stats"]["median"]))
+                    med = float(b["stats"]["median"])
+                    ref = (b.get("spatialhub") or {}).get("reference_s") if self.use_reference else None
+                    hist.setdefault(b["fullname"], []).append(med / ref if ref else med)
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return hist
@@ -138,8 +142,13 @@ class BenchmarkSession:
             spread = self.run_spread
             if spread is None:
                 spread = run_spread_of(self.history.get(fx.fullname, ()))
+            factor = None
+            base_ref = (base.get("spatialhub") or {}).get("reference_s")
+            if self.use_reference and base_ref and fx.reference_s:
+                factor = fx.reference_s / float(base_ref)
             vd = judge(fx.name, report.stats_from_json(base), fx.stats.native,
-                       self._threshold(base) if self.fail_exprs else None, run_spread=spread)
+                       self._threshold(base) if self.fail_exprs else None, run_spread=spread,
+                       machine_factor=factor)
             self.verdicts[fx.fullname] = vd
             if vd.fails:
                 self.regressed = True
