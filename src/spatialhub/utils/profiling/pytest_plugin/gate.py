@@ -107,7 +107,10 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, machine
         scaled = _stats_from_samples(candidate.samples_ms / machine_factor)
         scaled.name = candidate.name
         candidate = scaled
-    v = _judge(name, baseline, candidate, threshold, run_spread, seed)
+    # the correction is itself uncertain (a benchmark need not follow the reference's
+    # speed: sleeps, I/O): half the size of the correction is added to the uncertainty
+    extra_se = 0.5 * abs(math.log(machine_factor)) if machine_factor and machine_factor > 0 else 0.0
+    v = _judge(name, baseline, candidate, threshold, run_spread, seed, extra_se)
     if machine_factor is None:
         return v
     reason = v.reason + f"; machine speed factor {machine_factor:.3f} taken out"
@@ -115,17 +118,19 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, machine
                    reason, machine_factor)
 
 
-def _judge(name, baseline, candidate, threshold, run_spread, seed):
+def _judge(name, baseline, candidate, threshold, run_spread, seed, extra_se=0.0):
     from .._native import compare_benchmarks
 
-    spread = DEFAULT_RUN_SPREAD if run_spread is None else float(run_spread)
+    # never below the default: a spread estimated from a handful of runs is itself noisy
+    spread = DEFAULT_RUN_SPREAD if run_spread is None else max(float(run_spread),
+                                                                DEFAULT_RUN_SPREAD)
     spread_txt = f"run-to-run spread {spread:.1%}" + (" (assumed)" if run_spread is None
                                                        else " (from saved runs)")
     if _new_verdict_api():
         # issue 11's compare_benchmarks computes the widened interval itself
         kw = {"margin": threshold} if threshold is not None else {}
         c = compare_benchmarks(baseline, candidate, resamples=RESAMPLES, seed=seed,
-                               run_spread=spread, **kw)
+                               run_spread=math.hypot(spread, extra_se / math.sqrt(2)), **kw)
         ratio, lo, hi = float(c.ratio), float(c.ci95_low), float(c.ci95_high)
         fails = threshold is not None and c.verdict == "slower" and ratio > 1.0 + threshold
         return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, str(c.reason))
@@ -138,7 +143,7 @@ def _judge(name, baseline, candidate, threshold, run_spread, seed):
     se_boot = (math.log(c.ci95_high) - math.log(c.ci95_low)) / (2 * Z95) \
         if c.ci95_low > 0 else 0.0
     se_block = math.hypot(_block_se(baseline.samples_ms), _block_se(candidate.samples_ms))
-    se = math.sqrt(max(se_boot, se_block) ** 2 + 2 * spread ** 2)
+    se = math.sqrt(max(se_boot, se_block) ** 2 + 2 * spread ** 2 + extra_se ** 2)
     lo = ratio * math.exp(-Z95 * se)
     hi = ratio * math.exp(Z95 * se)
     m = 0.05 if threshold is None else threshold
