@@ -94,8 +94,6 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, machine
     before the comparison, and the ratio reported is the corrected one.
     Returns a ``Verdict``; never raises for data reasons (missing samples give
     ``verdict="no data"`` and never fail)."""
-    from .._native import compare_benchmarks
-
     if (baseline.samples_ms is None or candidate.samples_ms is None
             or len(baseline.samples_ms) == 0 or len(candidate.samples_ms) == 0):
         return Verdict(name, "no data", None, None, None, threshold, False,
