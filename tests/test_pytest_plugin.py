@@ -280,6 +280,7 @@ def test_json_follows_pytest_benchmark_schema_plus_our_fields(tmp_path):
         assert st["ci95_low"] <= st["median"] <= st["ci95_high"]
         assert b["spatialhub"]["device"] == "CPU"
         assert b["spatialhub"]["ram_delta_mb"] >= 0
+        assert 1e-7 < b["spatialhub"]["reference_s"] < 1e-2
     assert {b["params"]["n"] for b in doc["benchmarks"]} == {10, 1000}
     assert {b["param"] for b in doc["benchmarks"]} == {"10", "1000"}
 
@@ -299,7 +300,10 @@ GATE_SRC = """
 
 
 def test_save_compare_and_gate(tmp_path):
-    args = ["--benchmark-max-time=0.2", "--benchmark-max-rounds=2000"]
+    # the spin waits for the clock, so it does not follow the machine's speed: no
+    # machine-speed correction here (it would be wrong for this workload)
+    args = ["--benchmark-max-time=0.2", "--benchmark-max-rounds=2000",
+            "--benchmark-reference=off"]
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-save=base", *args)
     assert rc == 0, out
     saved = sorted((tmp_path / ".benchmarks").glob("*/0001_base.json"))
@@ -457,3 +461,20 @@ def test_gate_follows_issue_11_rules_once_compare_benchmarks_has_them(monkeypatc
     assert seen["run_spread"] == 0.08
     v = gate.judge("t", base, slow, 0.50)
     assert not v.fails and v.verdict == "inconclusive"
+
+
+def test_gate_takes_the_machine_speed_out():
+    """A run where the machine itself was 1.5x slower (the reference workload says so)
+    is not a regression; the same slowdown with the machine unchanged is."""
+    import numpy as np
+
+    from spatialhub.utils.profiling import _native
+    from spatialhub.utils.profiling.pytest_plugin.gate import judge
+
+    rng = np.random.default_rng(2)
+    base = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.02, 1000))
+    slow = _native._stats_from_samples(1.5 * (1.0 + rng.gamma(2.0, 0.02, 1000)))
+    v = judge("t", base, slow, 0.10, machine_factor=1.5)
+    assert not v.fails and abs(v.ratio - 1.0) < 0.05 and "machine speed factor 1.500" in v.reason
+    v = judge("t", base, slow, 0.10, machine_factor=1.0)
+    assert v.fails and v.machine_factor == 1.0
