@@ -126,9 +126,12 @@ def _judge(name, baseline, candidate, threshold, run_spread, seed, extra_se=0.0)
                                                        else " (from saved runs)")
     if _new_verdict_api():
         # issue 11's compare_benchmarks computes the widened interval itself
-        kw = {"margin": threshold} if threshold is not None else {}
+        # its margin and run_spread must lie in [0, 1): a threshold of 150% still fails
+        # only beyond 2.5x (the ratio test below), with the widest margin it accepts
+        kw = {"margin": min(threshold, 0.99)} if threshold is not None else {}
         c = compare_benchmarks(baseline, candidate, resamples=RESAMPLES, seed=seed,
-                               run_spread=math.hypot(spread, extra_se / math.sqrt(2)), **kw)
+                               run_spread=min(math.hypot(spread, extra_se / math.sqrt(2)), 0.99),
+                               **kw)
         ratio, lo, hi = float(c.ratio), float(c.ci95_low), float(c.ci95_high)
         fails = threshold is not None and c.verdict == "slower" and ratio > 1.0 + threshold
         return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, str(c.reason))

@@ -122,9 +122,12 @@ def bench_to_json(fx, include_data=True, verdict=None):
         "reference_s": fx.reference_s,
         "warnings": list(fx.warnings),
     }
-    for attr in ("stability", "cv", "page_faults_minor", "page_faults_major"):
+    for attr in ("stability", "cv", "autocorr_lag1", "drift", "effective_n", "multimodal",
+                 "run_sizes", "run_spread", "minor_faults_per_iter", "major_faults_per_iter",
+                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
         if hasattr(s, attr):    # fields the trust issue adds to BenchmarkStats
-            extra[attr] = _finite(getattr(s, attr))
+            v = quiet_attr(s, attr)
+            extra[attr] = list(v) if isinstance(v, tuple) else _finite(v)
     if verdict is not None:
         extra["comparison"] = {"verdict": verdict.verdict, "ratio": verdict.ratio,
                                "machine_factor": verdict.machine_factor,
