@@ -1,0 +1,356 @@
+"""Reports: pytest-benchmark's JSON schema (plus our fields), the .benchmarks/ store,
+the terminal table and the Markdown summary."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = ["machine_info", "commit_info", "bench_to_json", "session_json", "Storage",
+           "stats_from_json", "terminal_table", "markdown_report", "machine_id"]
+
+
+def _version():
+    try:
+        from importlib.metadata import version
+
+        return version("spatialhub")
+    except Exception:   # not installed as a distribution (a source checkout)
+        return "0+unknown"
+
+
+def machine_info(env=None):
+    """pytest-benchmark's ``machine_info`` keys; ``cpu`` from our environment probe
+    (no py-cpuinfo dependency)."""
+    impl = platform.python_implementation()
+    env = env or {}
+    return {
+        "node": platform.node(),
+        "processor": platform.processor(),
+        "machine": platform.machine(),
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": impl,
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(),
+        "python_build": list(platform.python_build()),
+        "release": platform.release(),
+        "system": platform.system(),
+        "cpu": {"brand_raw": env.get("cpu"), "count": env.get("cpu_count") or os.cpu_count(),
+                "arch": platform.machine()},
+        "spatialhub": {k: v for k, v in env.items() if k not in ("cpu", "cpu_count")},
+    }
+
+
+def _git(*args):
+    return subprocess.check_output(("git",) + args, stderr=subprocess.DEVNULL, text=True,
+                                   timeout=10).strip()
+
+
+def commit_info(project_name=None):
+    """pytest-benchmark's ``commit_info`` keys, from git when the directory is a checkout."""
+    info = {"id": "unversioned", "time": None, "author_time": None, "dirty": False,
+            "project": project_name or Path.cwd().name, "branch": "(unknown)"}
+    try:
+        _git("rev-parse", "--git-dir")
+    except Exception:
+        return info
+    try:
+        info["id"] = _git("rev-parse", "HEAD")
+        info["dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
+        info["time"] = _git("show", "-s", "--pretty=format:%cI")
+        info["author_time"] = _git("show", "-s", "--pretty=format:%aI")
+        branch = _git("rev-parse", "--abbrev-ref", "HEAD")
+        info["branch"] = "(detached head)" if branch == "HEAD" else branch
+    except Exception as exc:   # a repository without commits, git missing mid-way
+        info["id"] = "unknown"
+        info["error"] = repr(exc)
+    return info
+
+
+def machine_id():
+    """The folder name pytest-benchmark stores runs under (``Linux-CPython-3.11-64bit``)."""
+    return "{}-{}-{}-{}".format(platform.system(), platform.python_implementation(),
+                                ".".join(platform.python_version_tuple()[:2]),
+                                platform.architecture()[0])
+
+
+def quiet_attr(s, attr):
+    """An attribute of a BenchmarkStats without the warning reading ``p99_ms`` of a
+    short run emits (the report states the sample count next to it)."""
+    import warnings
+
+    from .._native import BenchmarkWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BenchmarkWarning)
+        return getattr(s, attr)
+
+
+def _finite(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def bench_to_json(fx, include_data=True, verdict=None):
+    """One ``benchmarks[]`` entry: pytest-benchmark's keys, its ``stats`` in seconds,
+    our extra statistics beside them (``p90``, ``p95``, ``p99``, ``ci95_low``,
+    ``ci95_high``, seconds too) and the rest under ``spatialhub``."""
+    meta = fx.stats
+    s = meta.native
+    stats = meta.stats.as_dict()
+    if include_data:
+        stats["data"] = list(meta.stats.data)
+    stats["iterations"] = meta.iterations
+    for ours, key in (("p90_ms", "p90"), ("p95_ms", "p95"), ("p99_ms", "p99"),
+                      ("ci95_low_ms", "ci95_low"), ("ci95_high_ms", "ci95_high")):
+        v = quiet_attr(s, ours)
+        stats[key] = None if v is None else v / 1e3
+    extra = {
+        "device": s.device,
+        "warmup_rounds": s.warmup_iters,
+        "ram_delta_mb": s.ram_delta_mb,
+        "vram_delta_mb": s.vram_delta_mb,
+        "ram_peak_method": s.ram_peak_method,
+        "torch_max_allocated_mb": s.torch_max_allocated_mb,
+        "overhead_s": None if s.overhead_ms is None else s.overhead_ms / 1e3,
+        "rel_ci_half_width": _rel_ci(s),
+        "reference_s": fx.reference_s,
+        "warnings": list(fx.warnings),
+    }
+    for attr in ("stability", "cv", "autocorr_lag1", "drift", "effective_n", "multimodal",
+                 "run_sizes", "run_spread", "minor_faults_per_iter", "major_faults_per_iter",
+                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+        if hasattr(s, attr):    # fields the trust issue adds to BenchmarkStats
+            v = quiet_attr(s, attr)
+            extra[attr] = list(v) if isinstance(v, tuple) else _finite(v)
+    if verdict is not None:
+        extra["comparison"] = {"verdict": verdict.verdict, "ratio": verdict.ratio,
+                               "machine_factor": verdict.machine_factor,
+                               "ci95_low": verdict.ci_low, "ci95_high": verdict.ci_high,
+                               "threshold": verdict.threshold, "fails": verdict.fails,
+                               "reason": verdict.reason}
+    return {
+        "group": fx.group,
+        "name": fx.name,
+        "fullname": fx.fullname,
+        "params": fx.params,
+        "param": fx.param,
+        "extra_info": fx.extra_info,
+        "options": dict(meta.options),
+        "stats": stats,
+        "spatialhub": extra,
+    }
+
+
+def _rel_ci(s):
+    if s.ci95_low_ms is None or s.ci95_high_ms is None or not s.median_ms:
+        return None
+    return (s.ci95_high_ms - s.ci95_low_ms) / 2 / s.median_ms
+
+
+def session_json(fixtures, minfo, cinfo, include_data=True, verdicts=None):
+    verdicts = verdicts or {}
+    return {
+        "machine_info": minfo,
+        "commit_info": cinfo,
+        "benchmarks": [bench_to_json(fx, include_data, verdicts.get(fx.fullname))
+                       for fx in fixtures if not fx.has_error and fx.stats is not None],
+        "datetime": datetime.now(timezone.utc).isoformat(),
+        "version": _version(),
+        "producer": "spatialhub.utils.profiling.pytest_plugin",
+    }
+
+
+def dumps(obj):
+    return json.dumps(obj, indent=4, ensure_ascii=True, default=repr)
+
+
+def stats_from_json(bench):
+    """A ``BenchmarkStats`` with raw samples from a ``benchmarks[]`` entry (ours or
+    pytest-benchmark's with ``data``); samples None when the file has none."""
+    from .._native import BenchmarkStats, _stats_from_samples
+
+    st = bench.get("stats", {})
+    data = st.get("data")
+    if data:
+        s = _stats_from_samples([float(x) * 1e3 for x in data])
+        s.name = str(bench.get("name", "baseline"))
+        return s
+    med = float(st.get("median", 0.0)) * 1e3
+    mean = float(st.get("mean", 0.0)) * 1e3
+    return BenchmarkStats(str(bench.get("name", "baseline")), "CPU", mean, med,
+                          float(st.get("stddev", 0.0)) * 1e3, med, float(st.get("min", 0.0)) * 1e3,
+                          float(st.get("max", 0.0)) * 1e3, 1e3 / mean if mean else 0.0, 0,
+                          int(st.get("rounds", 0)))
+
+
+# ---- the .benchmarks/ store -----------------------------------------------------------
+
+_NUM = re.compile(r"^(\d{4})_")
+
+
+class Storage:
+    """``STORAGE/<machine id>/NNNN_<name>.json``, numbered like pytest-benchmark."""
+
+    def __init__(self, path):
+        path = str(path)
+        if path.startswith("file://"):
+            path = path[len("file://"):]
+        self.root = Path(path)
+        self.dir = self.root / machine_id()
+
+    def runs(self):
+        """Saved runs of this machine id, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(p for p in self.dir.glob("*.json") if _NUM.match(p.name))
+
+    def next_path(self, name):
+        nums = [int(_NUM.match(p.name).group(1)) for p in self.runs()]
+        return self.dir / f"{(max(nums) + 1 if nums else 1):04d}_{name}.json"
+
+    def save(self, obj, name):
+        path = self.next_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(dumps(obj), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def find(self, which):
+        """``which`` True: the latest run; a string: a file path, or the run whose file
+        name starts with it (``0001``, ``0001_name``).  Returns a Path or None."""
+        if which is True:
+            runs = self.runs()
+            return runs[-1] if runs else None
+        cand = Path(which)
+        if cand.is_file():
+            return cand
+        for p in reversed(self.runs()):
+            if p.name.startswith(str(which)):
+                return p
+        return None
+
+
+# ---- tables ------------------------------------------------------------------------------
+
+COLUMNS = (("Min", "min"), ("Median", "median"), ("Mean", "mean"), ("P90", "p90"),
+           ("P95", "p95"), ("P99", "p99"), ("Max", "max"), ("StdDev", "stddev"),
+           ("IQR", "iqr"))
+
+
+def _unit(seconds):
+    for name, scale in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
+        if seconds >= 1.0 / scale:
+            return name, scale
+    return "ns", 1e9
+
+
+def _row_values(fx):
+    st = fx.stats.stats
+    s = fx.stats.native
+    vals = {"min": st.min, "median": st.median, "mean": st.mean, "max": st.max,
+            "stddev": st.stddev, "iqr": st.iqr}
+    for k, attr in (("p90", "p90_ms"), ("p95", "p95_ms"), ("p99", "p99_ms")):
+        v = quiet_attr(s, attr)
+        vals[k] = None if v is None else v / 1e3
+    return vals
+
+
+def _fmt(v, scale):
+    if v is None:
+        return "-"
+    x = v * scale
+    return f"{x:.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _groups(fixtures):
+    groups = {}
+    for fx in fixtures:
+        if fx.stats is None or fx.has_error:
+            continue
+        groups.setdefault(fx.group, []).append(fx)
+    return sorted(groups.items(), key=lambda kv: kv[0] or "")
+
+
+def _rows(fixtures, verdicts):
+    """(group, unit, header, rows) for each group."""
+    out = []
+    for group, fxs in _groups(fixtures):
+        fxs = sorted(fxs, key=lambda f: f.stats.stats.median)
+        unit, scale = _unit(min(f.stats.stats.median for f in fxs) or 1e-9)
+        header = ["Name"] + [f"{c} ({unit})" for c, _ in COLUMNS] + [
+            "Median 95% CI", "OPS", "Rounds", "Peak RAM"]
+        if verdicts:
+            header.append("vs saved")
+        rows = []
+        for fx in fxs:
+            v = _row_values(fx)
+            s = fx.stats.native
+            ci = (f"[{_fmt(s.ci95_low_ms / 1e3, scale)}, {_fmt(s.ci95_high_ms / 1e3, scale)}]"
+                  if s.ci95_low_ms is not None and s.ci95_high_ms is not None else "-")
+            row = [fx.name] + [_fmt(v[k], scale) for _, k in COLUMNS] + [
+                ci, f"{fx.stats.stats.ops:,.1f}", str(fx.stats.stats.rounds),
+                f"+{s.ram_delta_mb:.1f} MB" if s.ram_delta_mb else "0.0 MB"]
+            if verdicts:
+                vd = verdicts.get(fx.fullname)
+                row.append(_verdict_cell(vd))
+            rows.append(row)
+        out.append((group, header, rows))
+    return out
+
+
+def _verdict_cell(vd):
+    if vd is None:
+        return "(new)"
+    if vd.ratio is None:
+        return vd.verdict
+    mark = " FAIL" if vd.fails else ""
+    return f"{vd.ratio:.3f}x {vd.verdict}{mark}"
+
+
+def terminal_table(fixtures, verdicts=None):
+    lines = []
+    for group, header, rows in _rows(fixtures, verdicts):
+        title = "benchmark" + (f" '{group}'" if group else "") + f": {len(rows)} tests"
+        widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+        line = lambda cells: "  ".join(  # noqa: E731
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        sep = "-" * len(line(header))
+        lines += [title, sep, line(header), sep] + [line(r) for r in rows] + [sep, ""]
+    return "\n".join(lines)
+
+
+def _md_escape(text):
+    text = " ".join(str(text).split())
+    return re.sub(r"([\\`*_\[\]<>|$~#&])", r"\\\1", text)
+
+
+def markdown_report(fixtures, verdicts=None, gate_line=None, notes=()):
+    """A GitHub job-summary friendly report: one table per group, the gate's outcome."""
+    out = ["## Benchmarks", ""]
+    if gate_line:
+        out += [gate_line, ""]
+    for group, header, rows in _rows(fixtures, verdicts):
+        if group:
+            out += [f"### {_md_escape(group)}", ""]
+        out.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
+        out.append("| :--- " + "| ---: " * (len(header) - 1) + "|")
+        for r in rows:
+            out.append("| " + " | ".join([f"`{r[0]}`".replace("|", "\\|")]
+                                         + [_md_escape(c) for c in r[1:]]) + " |")
+        out.append("")
+    if verdicts:
+        failing = [v for v in verdicts.values() if v.fails]
+        if failing:
+            out += ["### Regressions", ""]
+            out += [f"- `{v.name}`: {_md_escape(v.reason)}" for v in failing]
+            out.append("")
+    for n in notes:
+        out.append(f"- {_md_escape(n)}")
+    return "\n".join(out).rstrip() + "\n"
