@@ -68,8 +68,9 @@ shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync 
 {
     p->st = st;
     int is_cuda = dev->kind == SHP_DEV_CUDA;
-    if (dev->kind == SHP_DEV_MPS && !mps_available()) {
-        /* before func is called even once (its first sync would fail) */
+    if (dev->kind == SHP_DEV_MPS && p->fn == NULL && !mps_available()) {
+        /* before func is called even once (torch's sync would fail); a
+         * sync_fn of the caller's own is theirs to judge */
         PyErr_SetString(PyExc_RuntimeError,
                         "device='mps': MPS is not available on this machine (torch.backends.mps."
                         "is_available() is False: not an Apple-silicon Mac, or a torch built "

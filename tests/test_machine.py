@@ -82,3 +82,14 @@ def test_mps_unavailable_raises_before_func_is_called(monkeypatch):
     fake.backends.mps.is_available = lambda: True
     s, _ = quick(lambda: calls.append(1), device="mps")
     assert len(calls) == 6 and s.device == "mps"
+
+
+def test_mps_label_with_a_sync_fn_of_ones_own_is_not_refused(monkeypatch):
+    # torch imported, MPS not available: the caller's own sync_fn decides, as for "gpu"
+    fake = types.ModuleType("torch")
+    fake.backends = types.SimpleNamespace(mps=types.SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    syncs = []
+    s = benchmark_callable(lambda: None, device="mps", sync_fn=lambda: syncs.append(1),
+                           num_warmup=1, num_iters=3)
+    assert s.device == "mps" and s.timed_iters == 3 and len(syncs) == 1 + 1 + 2 * 3
