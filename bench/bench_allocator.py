@@ -7,11 +7,12 @@ The CLI's demo workload (np.clip(frame * 1.5, 0, 1) > 0.6 on a 1x3x480x640 float
 frame: two 3.7 MB temporaries per call) is timed in fresh interpreters, three ways,
 interleaved over rounds:
 
-* default:   as `python -m spatialhub.utils.profiling` runs it;
+* default:   the frame made directly as float32 (the demo's frame before it was made
+             like the README's example's);
 * env:       MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=134217728, so glibc
              keeps freed blocks instead of handing them back to the kernel;
 * freed 7MB: an unrelated 7 MB array allocated and freed before the benchmark (as the
-             README's example does): glibc's dynamic mmap threshold rises past 3.7 MB
+             README's example and the demo do): glibc's dynamic mmap threshold rises past 3.7 MB
              and the temporaries come from the heap from then on.
 
 Each prints the median and the minor page faults per call (getrusage(RUSAGE_THREAD),
