@@ -96,13 +96,12 @@ def test_a_too_short_warmup_is_reported_with_the_calls_it_took():
 
 
 def test_a_long_enough_warmup_is_quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", prof.BenchmarkWarning)
-        try:
-            s = prof.benchmark_callable(decaying(13, 1, 1), num_warmup=20, num_iters=30)
-        except prof.BenchmarkWarning as w:
-            assert "too short" not in str(w)
-            raise
+    # only the warm-up warning is judged: on a loaded machine the run may rightly warn
+    # that the machine was busy or the samples noisy
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", prof.BenchmarkWarning)
+        s = prof.benchmark_callable(decaying(13, 1, 1), num_warmup=20, num_iters=30)
+    assert not [w for w in seen if "too short" in str(w.message)], [str(w.message) for w in seen]
     assert s.settle_calls <= 20
 
 
