@@ -1130,7 +1130,7 @@ typedef struct {
     PyObject *name;            /* str */
     PyObject *profiler;        /* shp_Profiler, or NULL: records nowhere */
     PyObject *node;            /* the node entered, NULL before the first enter */
-    PyObject *prev;            /* the context's current node before enter */
+    PyObject *token;           /* ContextVar token of the enter (restores the node before) */
     char track_memory, track_vram, sync_cuda;
     char active, window_open, have_cuda;
     int device_id;
@@ -1150,9 +1150,16 @@ shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
 /* scope.c. */
 extern PyType_Spec shp_profiler_spec;
 /* Enter `name` (a str) in the calling thread's / task's context: returns the
- * new current node and puts the previous one in *prev (both new references),
- * or NULL with an exception set (nothing changed then). */
-shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **prev);
+ * new current node and puts the ContextVar token of that change in *token
+ * (both new references; the token restores the previous node, and only in
+ * this context), or NULL with an exception set (nothing changed then). */
+shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **token);
+/* Leave the scope entered with `token` (from shp_scope_push): the calling
+ * context's current node is again the one before it, inner scopes left open
+ * included.  0, or -1 with RuntimeError when the calling thread / task is not
+ * the one that entered (nothing changed then: the scope can still be left
+ * where it was entered) or another error. */
+int shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *token);
 /* Make `node` the calling context's current node of p.  0 / -1. */
 int shp_scope_set_current(shp_Profiler *p, PyObject *node);
 /* _set_default_profiler(p): p a ProfilerCore or None; returns None. */

@@ -94,7 +94,7 @@ profiler_child(shp_Profiler *p, shp_Node *parent, PyObject *name)
 /* Enter `name` in the calling context: the new current node (new reference);
  * *prev receives the previous current node (new reference). */
 shp_Node *
-shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **prev)
+shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **token)
 {
     PyObject *cur = profiler_current(p);
     if (cur == NULL)
@@ -104,15 +104,29 @@ shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **prev)
         Py_DECREF(cur);
         return NULL;
     }
-    PyObject *token = PyContextVar_Set(p->var, (PyObject *)node);
-    if (token == NULL) {
+    Py_DECREF(cur);
+    *token = PyContextVar_Set(p->var, (PyObject *)node);
+    if (*token == NULL) {
         Py_DECREF(node);
-        Py_DECREF(cur);
         return NULL;
     }
-    Py_DECREF(token);
-    *prev = cur;
     return node;
+}
+
+int
+shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *token)
+{
+    if (PyContextVar_Reset(p->var, token) == 0)
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+        /* the token belongs to another context: entered in another thread or task */
+        PyErr_Clear();
+        PyErr_Format(PyExc_RuntimeError,
+                     "scope %R is left in a different thread or asyncio task than the one "
+                     "that entered it; leave a scope where it was entered (it stays open "
+                     "there)", name);
+    }
+    return -1;
 }
 
 int
@@ -276,11 +290,11 @@ static PyObject *
 Profiler_push(PyObject *op, PyObject *name)
 {
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *prev = NULL;
+    PyObject *token = NULL;
     if (shp_arg_str(name, "HierarchicalProfiler.push()", "name", 0, &name) < 0)
         return NULL;
-    shp_Node *node = shp_scope_push(p, name, &prev);
-    Py_XDECREF(prev);
+    shp_Node *node = shp_scope_push(p, name, &token);
+    Py_XDECREF(token);
     return (PyObject *)node;
 }
 

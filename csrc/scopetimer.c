@@ -7,8 +7,10 @@
  * nested scopes and a benchmark inside a scope each get their exact peak),
  * then the CPU and wall clocks, last.  Exit: the closing sync, the clocks
  * first, then the window, device memory, the node's totals and histogram, one
- * trace event, and the context's previous node back.  The scope is left
- * whatever the block did; the block's exception goes on unchanged.
+ * trace event, and the context's previous node back (through the ContextVar
+ * token of the enter: leaving in another thread or asyncio task raises
+ * RuntimeError and the scope stays entered where it was entered).  The scope
+ * is left whatever the block did; the block's exception goes on unchanged.
  */
 #include "profiling.h"
 
@@ -105,7 +107,7 @@ Timer_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(t->name);
     Py_VISIT(t->profiler);
     Py_VISIT(t->node);
-    Py_VISIT(t->prev);
+    Py_VISIT(t->token);
     return 0;
 }
 
@@ -116,7 +118,7 @@ Timer_clear(PyObject *op)
     Py_CLEAR(t->name);
     Py_CLEAR(t->profiler);
     Py_CLEAR(t->node);
-    Py_CLEAR(t->prev);
+    Py_CLEAR(t->token);
     return 0;
 }
 
@@ -232,12 +234,12 @@ Timer_enter(PyObject *op, PyObject *unused)
         t->vram_used0 = total_b - free_b;
     }
     if (t->profiler != NULL) {
-        PyObject *prev = NULL;
-        shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &prev);
+        PyObject *token = NULL;
+        shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &token);
         if (node == NULL)
             return NULL;
         Py_XSETREF(t->node, (PyObject *)node);
-        Py_XSETREF(t->prev, prev);
+        Py_XSETREF(t->token, token);
     }
     if (t->track_memory) {
         shp_window_open(&t->win);
@@ -281,6 +283,12 @@ Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         rc = timer_sync(t);
     int64_t t1 = shp_now_ns();
     int64_t c1 = shp_process_cpu_ns();
+    if (t->token != NULL) {
+        /* refused in another thread / task: the Timer stays entered */
+        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token) < 0)
+            return NULL;
+        Py_CLEAR(t->token);
+    }
     t->active = 0;
     int64_t wall = t1 - t->t0_ns, cpu = c1 - t->c0_ns;
     t->elapsed_wall = (double)wall / 1e9;
@@ -303,16 +311,8 @@ Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         size_t used = total_b - free_b;
         t->vram_delta_mb = used > t->vram_used0 ? (double)(used - t->vram_used0) / SHP_MIB : 0.0;
     }
-    int restored = 0;
-    if (t->profiler != NULL && t->node != NULL) {
+    if (t->profiler != NULL && t->node != NULL)
         timer_record(t, wall, cpu);
-        restored = shp_scope_set_current((shp_Profiler *)t->profiler,
-                                        t->prev != NULL ? t->prev
-                                                        : ((shp_Profiler *)t->profiler)->root);
-        Py_CLEAR(t->prev);
-    }
-    if (restored < 0)
-        return NULL;
     if (rc != 0) {
         shp_state *st = shp_state_from_type(Py_TYPE(t));
         if (st == NULL)

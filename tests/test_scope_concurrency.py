@@ -257,3 +257,52 @@ def test_reset_while_threads_run_never_corrupts(switch):
         for b in top.children.values():
             assert b.children == {} and b.calls <= top.calls + 3
     assert p.stack == [p.root]
+
+
+def test_a_scope_left_in_another_thread_or_task_is_refused_not_corrupted():
+    import asyncio
+    import threading
+
+    from spatialhub.utils.profiling import HierarchicalProfiler, Timer
+
+    prof = HierarchicalProfiler("root", track_ram=False)
+    t = Timer("a", profiler=prof, track_memory=False)
+    t.__enter__()
+    errors = []
+
+    def leave():
+        try:
+            t.__exit__(None, None, None)
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    th = threading.Thread(target=leave)
+    th.start()
+    th.join()
+    assert errors and "different thread or asyncio task" in errors[0]
+    # the scope is still open where it was entered, and leaving it there works
+    with prof("b"):
+        pass
+    t.__exit__(None, None, None)
+    with prof("c"):
+        pass
+    a = prof.root.children["a"]
+    assert a.calls == 1 and "b" in a.children
+    assert "c" in prof.root.children and "c" not in a.children   # not nested under "a"
+
+    async def main():
+        t2 = Timer("x", profiler=prof, track_memory=False)
+        t2.__enter__()
+
+        async def other():
+            t2.__exit__(None, None, None)
+
+        try:
+            await asyncio.create_task(other())
+        except RuntimeError as e:
+            errors.append(str(e))
+        t2.__exit__(None, None, None)
+
+    asyncio.run(main())
+    assert len(errors) == 2 and "different thread or asyncio task" in errors[1]
+    assert prof.root.children["x"].calls == 1
