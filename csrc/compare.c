@@ -466,11 +466,20 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                : judge_levels(a, b, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
         goto error;
     const char *verdict = shp_judge(j.ratio, j.lo, j.hi, margin);
-    if (paired && ra < 6)
-        verdict = "inconclusive";
     char reason[512];
-    shp_judge_reason(verdict, j.ratio, j.lo, j.hi, margin, j.basis, j.advice, reason,
-                     sizeof(reason));
+    if (paired && ra < 6) {
+        /* the interval of the per-round ratios is [min, max] below 6 rounds: no
+         * verdict, whatever the ratio, and the remedy is rounds, not the margin */
+        verdict = "inconclusive";
+        PyOS_snprintf(reason, sizeof(reason),
+                      "only %zd round(s): a verdict on per-round ratios needs at least 6 "
+                      "(ratio %.3f over those); use rounds= of 6 or more (default 20)",
+                      ra, j.ratio);
+    }
+    else {
+        shp_judge_reason(verdict, j.ratio, j.lo, j.hi, margin, j.basis, j.advice, reason,
+                         sizeof(reason));
+    }
     c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
     if (c == NULL)
         goto error;

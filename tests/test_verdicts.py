@@ -133,7 +133,7 @@ def test_paired_rounds_are_judged_on_the_round_ratios():
     assert c.ci95_high / c.ci95_low < 1.03   # the drift cancels out of each round's ratio
     assert compare_benchmarks(pa, pa, paired=True).verdict == "same"
     few = compare_benchmarks(stats(a[:40], [10] * 4), stats(b[:40], [10] * 4), paired=True)
-    assert few.verdict == "inconclusive" and "under 6 rounds" in few.reason
+    assert few.verdict == "inconclusive" and "needs at least 6" in few.reason
     with pytest.raises(ValueError, match="paired=True"):
         compare_benchmarks(pa, stats(b), paired=True)
 
@@ -192,3 +192,24 @@ def test_benchmark_repeated_uses_new_interpreters_not_fork():
             "print(runner.multiprocessing.get_context('spawn').get_start_method())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "spawn"
+
+
+def test_compare_callables_refuses_what_it_cannot_honour():
+    from spatialhub.utils.profiling import compare_callables
+
+    f = lambda x, **kw: x  # noqa: E731
+    with pytest.raises(ValueError, match=r"rounds must be an int <= 1000000"):
+        compare_callables(f, f, 1, rounds=10**30)
+    with pytest.raises(TypeError, match=r"'track_ram' is an option of the harness.*functools.partial"):
+        compare_callables(f, f, 1, track_ram=True)
+    with pytest.raises(TypeError, match=r"'num_iters' is an option of the harness"):
+        compare_callables(f, f, 1, num_iters=3)
+
+
+def test_too_few_rounds_says_rounds_not_margin():
+    from spatialhub.utils.profiling import compare_callables
+
+    c = compare_callables(lambda: None, lambda: sum(range(2000)), rounds=3, block_iters=3,
+                          num_warmup=1)
+    assert c.verdict == "inconclusive"
+    assert "only 3 round(s)" in c.reason and "rounds=" in c.reason and "margin" not in c.reason

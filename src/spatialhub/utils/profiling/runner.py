@@ -27,15 +27,20 @@ __all__ = ["benchmark_repeated", "compare_callables"]
 
 _BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, short enough to interleave
 _MAX_BLOCK = 10_000
+_MAX_ROUNDS = 1_000_000  # a bound on time and memory (each round keeps two blocks of samples)
+# benchmark_callable options each block passes itself (a callable keyword of the same name clashes)
+_BLOCK_OPTIONS = frozenset({"name", "num_warmup", "num_iters"})
 
 
-def _count(value, what, fn, lowest):
+def _count(value, what, fn, lowest, highest=None):
     try:
         n = operator.index(value)
     except TypeError:
         raise TypeError(f"{fn}(): {what} must be an int, not {type(value).__name__}") from None
     if isinstance(value, bool) or n < lowest:
         raise ValueError(f"{fn}(): {what} must be an int >= {lowest}, got {value!r}")
+    if highest is not None and n > highest:
+        raise ValueError(f"{fn}(): {what} must be an int <= {highest}, got {value!r}")
     return n
 
 
@@ -80,7 +85,7 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
     if not callable(a) or not callable(b):
         raise TypeError(f"{fn}(): a and b must be callable, not "
                         f"{type(a if not callable(a) else b).__name__}")
-    rounds = _count(rounds, "rounds", fn, 2)
+    rounds = _count(rounds, "rounds", fn, 2, _MAX_ROUNDS)
     num_warmup = _count(num_warmup, "num_warmup", fn, 0)
     if block_iters is not None:
         block_iters = _count(block_iters, "block_iters", fn, 1)
@@ -92,6 +97,11 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
     if names[0] == names[1]:
         names = (names[0] + " (a)", names[1] + " (b)")
     opts = dict(device=device, sync_fn=sync_fn, track_ram=False, track_vram=False, progress=False)
+    taken = sorted(set(kwargs) & (set(opts) | _BLOCK_OPTIONS))
+    if taken:
+        raise TypeError(f"{fn}(): keyword argument {taken[0]!r} is an option of the harness, "
+                        f"not passed to a and b; to give it to the callables, bind it first "
+                        f"(functools.partial(a, {taken[0]}=...))")
 
     with warnings.catch_warnings():
         # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
