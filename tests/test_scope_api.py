@@ -341,3 +341,22 @@ def test_cuda_ordinal_in_the_device_label_is_the_device_id():
     assert HierarchicalProfiler("R", device="cuda:1", device_id=0).device_id == 0
     with pytest.raises(ValueError, match=r"HierarchicalProfiler\(\): device_id"):
         HierarchicalProfiler(device_id=99)
+
+
+def test_bad_targets_of_the_decorator_and_the_trace_export_are_type_errors(tmp_path):
+    import os
+
+    from spatialhub.utils.profiling import HierarchicalProfiler, timeit
+
+    with pytest.raises(TypeError, match=r"timeit\(\): the decorated object must be callable, not int"):
+        timeit()(3)
+    prof = HierarchicalProfiler("r", track_ram=False)
+    with pytest.raises(TypeError, match=r"path must be a str or os.PathLike, not int"):
+        prof.export_chrome_trace(1)
+    fd = os.open(tmp_path / "keep", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(TypeError):
+            prof.export_chrome_trace(fd)
+        os.fstat(fd)   # still open: nothing was written into it or closed
+    finally:
+        os.close(fd)

@@ -62,6 +62,7 @@ class HierarchicalProfiler(ProfilerCore):
         """Decorator: every call of the function is a scope of this profiler."""
 
         def make(func: Callable[..., Any]) -> Callable[..., Any]:
+            _check_decorated(func)
             scope_name = name if name else func.__name__
             return _wrap(func, lambda: self.scope(scope_name, track_ram, track_vram, sync_cuda))
 
@@ -187,6 +188,10 @@ class HierarchicalProfiler(ProfilerCore):
         lanes of their own ("thread N / lane k") so that every lane nests properly."""
         import json
 
+        if path is not None and not isinstance(path, (str, bytes, os.PathLike)):
+            # an int would be taken by open() as a file descriptor, written and closed
+            raise TypeError(f"export_chrome_trace(): path must be a str or os.PathLike, "
+                            f"not {type(path).__name__}")
         nodes, events, dropped = self._trace()
         paths: list[str] = []
         for node in nodes:
@@ -247,6 +252,12 @@ class HierarchicalProfiler(ProfilerCore):
         return trace
 
 
+def _check_decorated(func: Any) -> None:
+    if not callable(func):
+        raise TypeError(f"timeit(): the decorated object must be callable, not "
+                        f"{type(func).__name__}")
+
+
 def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
     """`func` with every call inside a fresh Timer, keeping its metadata (functools.wraps).
     A coroutine function stays one: its scope spans the awaited body, not the creation."""
@@ -279,6 +290,7 @@ def timeit(
     profiler, ...)``; with no `profiler` it records into the module-level ``profiler``."""
 
     def make(func: Callable[..., Any]) -> Callable[..., Any]:
+        _check_decorated(func)
         timer_name = name if name else func.__name__
         return _wrap(func, lambda: Timer(timer_name, profiler=profiler,
                                          track_memory=track_memory, track_vram=track_vram,
