@@ -772,6 +772,11 @@ def test_8_documented_prominently():
 # ---- 9. text signatures -------------------------------------------------------
 
 
+# CPython 3.9 reads no text signature from the docstring of a type made by
+# PyType_FromSpec (3.10 does); the functions' signatures work there too.
+HEAP_TYPE_SIG = "CPython 3.9 reads no __text_signature__ of a heap type"
+
+
 @pytest.mark.parametrize("obj, params", [
     (benchmark_callable, ["func", "args", "name", "device", "num_warmup", "num_iters",
                           "track_ram", "track_vram", "sync_fn", "target_rel_ci", "max_time_s",
@@ -779,9 +784,10 @@ def test_8_documented_prominently():
     (format_benchmark_table, ["stats_list", "title", "throughput_unit", "baseline", "param",
                               "format"]),
     (compare_benchmarks, ["baseline", "candidate", "resamples", "seed"]),
-    (BenchmarkStats, ["name", "device", "mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms",
-                      "max_ms", "fps", "warmup_iters", "timed_iters", "ram_delta_mb",
-                      "vram_delta_mb"]),
+    pytest.param(BenchmarkStats, ["name", "device", "mean_ms", "median_ms", "std_ms", "p95_ms",
+                                  "min_ms", "max_ms", "fps", "warmup_iters", "timed_iters",
+                                  "ram_delta_mb", "vram_delta_mb"],
+                 marks=pytest.mark.skipif(sys.version_info < (3, 10), reason=HEAP_TYPE_SIG)),
 ])
 def test_9_inspect_signature(obj, params):
     sig = inspect.signature(obj)
@@ -797,6 +803,8 @@ def test_9_signature_kinds_match_the_calls():
     assert sig.parameters["num_iters"].kind == P.KEYWORD_ONLY
     assert sig.parameters["num_iters"].default == 50
     assert sig.parameters["kwargs"].kind == P.VAR_KEYWORD
+    if sys.version_info < (3, 10):
+        return   # HEAP_TYPE_SIG
     s = inspect.signature(BenchmarkStats)
     assert s.parameters["params"].kind == P.KEYWORD_ONLY
     assert s.parameters["params"].default is None
