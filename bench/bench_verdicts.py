@@ -48,8 +48,11 @@ same = compare_callables(f, f_copy, a, seed=seed)
 slower = compare_callables(f, slow, a, seed=seed)
 single = benchmark_callable(f, a, num_warmup=20, num_iters=300, track_ram=False,
                             track_vram=False, progress=False)
+single_slow = benchmark_callable(slow, a, num_warmup=20, num_iters=300, track_ram=False,
+                                 track_vram=False, progress=False)
 print(json.dumps({"same": same.to_dict(), "slow": slower.to_dict(),
-                  "samples": [float(x) for x in single.samples_ms]}))
+                  "samples": [float(x) for x in single.samples_ms],
+                  "slow_samples": [float(x) for x in single_slow.samples_ms]}))
 """
 
 
@@ -72,6 +75,10 @@ def run(quick=False):
         if p.returncode != 0:
             raise RuntimeError(f"child {i} failed: {p.stderr[-2000:]}")
         results.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    raw = os.environ.get("SPATIALHUB_VERDICT_RAW")
+    if raw:   # every child's output, to study other rules on the same runs
+        with open(raw, "w") as fh:
+            json.dump(results, fh)
 
     def rate(verdicts, which):
         return sum(v in which for v in verdicts) / len(verdicts)

@@ -362,12 +362,14 @@ judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
     j->hi = iv.hi;
     double sa_ = iv.a.run_spread, sb_ = iv.b.run_spread;
     double spread = isnan(sa_) ? sb_ : isnan(sb_) ? sa_ : sa_ > sb_ ? sa_ : sb_;
-    j->run_spread = known >= 0.0 ? known : spread;
+    double ea = iv.a.between, eb = iv.b.between;
+    double single = isnan(ea) ? eb : isnan(eb) ? ea : ea > eb ? ea : eb;
+    j->run_spread = known >= 0.0 ? known : ra > 1 || rb > 1 ? spread : single;
     if (!iv.widened) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
-                      "bootstrap of the medians only: too few samples (under %d per run) to see "
-                      "how the runs drift", 3 * SHP_MIN_BLOCK);
-        j->advice = "; take more samples";
+                      "bootstrap of the medians only: a median <= 0 has no log scale to widen "
+                      "the interval on");
+        j->advice = "";
     }
     else if (ra > 1 || rb > 1) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
@@ -379,11 +381,18 @@ judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
                       "single runs with the given between-run spread ±%.1f%%", 100.0 * known);
         j->advice = "; compare_callables(a, b) narrows it";
     }
-    else {
-        double x = iv.a.slow_spread, y = iv.b.slow_spread;
+    else if (iv.a.assumed && iv.b.assumed) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
-                      "single runs: their slow variation ±%.1f%% stands in for the unmeasured "
-                      "run-to-run spread", 100.0 * (x > y ? x : y));
+                      "single runs: a run-to-run spread of ±%.0f%% is assumed, as separate runs "
+                      "of identical code showed; run_spread= sets a measured one",
+                      100.0 * SHP_ASSUMED_RUN_SPREAD);
+        j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
+    }
+    else {
+        PyOS_snprintf(j->basis, sizeof(j->basis),
+                      "single runs: their slow variation ±%.1f%% (above the ±%.0f%% assumed) "
+                      "stands in for the unmeasured run-to-run spread", 100.0 * single,
+                      100.0 * SHP_ASSUMED_RUN_SPREAD);
         j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
     }
     return 0;

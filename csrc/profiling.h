@@ -799,6 +799,10 @@ const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
 #define SHP_DEFAULT_MARGIN 0.05   /* practical-equivalence margin: 5% */
 #define SHP_MAX_BLOCKS 10         /* blocks per run for the between-block spread */
 #define SHP_MIN_BLOCK 5           /* samples per block at least */
+/* Run-to-run spread (std of log run medians) assumed for a single run when
+ * nothing measured it: what separate fresh-process runs of identical code
+ * showed on the reference machine (docs/statistics.md, bench_verdicts.py). */
+#define SHP_ASSUMED_RUN_SPREAD 0.12
 
 /* How uncertain one side's level (the log of its median) is. */
 typedef struct {
@@ -808,8 +812,11 @@ typedef struct {
     double df;            /* its degrees of freedom; NaN when var is */
     double run_spread;    /* std of the log run medians; NaN when runs < 2 */
     double block_spread;  /* pooled std of the log block medians; NaN if none */
-    double slow_spread;   /* single run: std of its slow variation (or the known
-                             spread) used as the between-run term; else NaN */
+    double slow_spread;   /* single run: std of its slow variation; else NaN */
+    double between;       /* single run: the between-run std used (the known
+                             spread, else the larger of the slow variation and
+                             SHP_ASSUMED_RUN_SPREAD); else NaN */
+    int assumed;          /* single run: `between` is SHP_ASSUMED_RUN_SPREAD */
     int from_runs;        /* var is the spread of the run medians */
 } shp_level;
 
@@ -822,9 +829,10 @@ Py_ssize_t shp_block_count(Py_ssize_t n);
  * Level variance of one side: x[0..n) in run order, `sizes` the samples of
  * each of `nruns` runs (NULL: one run), `known_spread` a between-run std of
  * log medians the caller knows (< 0: none).  0, or -1 with an exception
- * (MemoryError; ValueError when sizes do not add up to n).  var stays NaN
- * when the samples allow no estimate (a single run under 15 samples, or a
- * median <= 0).
+ * (MemoryError; ValueError when sizes do not add up to n).  A single run
+ * counts a between-run term (known, or its slow variation, never below
+ * SHP_ASSUMED_RUN_SPREAD); under 15 samples that term alone (df infinite).
+ * var stays NaN when a median is <= 0.
  */
 int shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
                        double known_spread, shp_level *out);

@@ -158,6 +158,11 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
          * medians' own CIs bounds the ratio's CI (conservatively). */
         lo = s->ci95_low_ms / base->ci95_high_ms;
         hi = s->ci95_high_ms / base->ci95_low_ms;
+        /* and, as compare_benchmarks does for single runs, the run-to-run
+         * spread neither run can see (verdict.c) */
+        double q = shp_t975(INFINITY) * SHP_ASSUMED_RUN_SPREAD * sqrt(2.0);
+        lo = fmin(lo, ratio * exp(-q));
+        hi = fmax(hi, ratio * exp(q));
         verdict = shp_judge(ratio, lo, hi, SHP_DEFAULT_MARGIN);
     }
     else if (have_samples) {

@@ -11,10 +11,11 @@
  *     i.i.d. interval cannot see;
  *   - the between-run component: the spread of the medians of repeated
  *     fresh-process runs (run_sizes), or a spread the caller knows;
- *   - for a single run with no such knowledge, its slow variation as the
- *     stand-in for how far a rerun moves: the variance of consecutive
- *     block medians beyond that of strided blocks (every B-th sample),
- *     which have the same size but average the slow variation out.
+ *   - for a single run with no such knowledge, how far a rerun moves: its
+ *     slow variation (the variance of consecutive block medians beyond that
+ *     of strided blocks, every B-th sample, which have the same size but
+ *     average the slow variation out), never below SHP_ASSUMED_RUN_SPREAD,
+ *     because a shift between runs is invisible inside either run.
  *
  * The verdict then needs the interval to exclude 1 and the estimate to
  * exceed a practical-equivalence margin; an interval inside the margin is
@@ -129,6 +130,7 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     out->run_spread = NAN;
     out->block_spread = NAN;
     out->slow_spread = NAN;
+    out->between = NAN;
     double *scratch = PyMem_Malloc((size_t)(n + nruns + SHP_MAX_BLOCKS + 1) * sizeof(double));
     if (scratch == NULL) {
         PyErr_NoMemory();
@@ -195,15 +197,23 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
             }
         }
     }
-    else if (dfw > 0) {
-        /* One run: its slow variation -- the spread of consecutive block
-         * medians beyond that of strided ones -- stands in for the rerun's
-         * shift, unless the caller knows the between-run spread. */
-        double slow = sb2 - ss_strided / (double)dfw;
-        double between = known_spread >= 0.0 ? known_spread * known_spread : slow > 0.0 ? slow : 0.0;
-        out->slow_spread = sqrt(between);
-        out->var = sampling + between;
-        out->df = (double)dfw;
+    else {
+        /* One run: how far would a rerun move?  The caller's spread when
+         * known; else the run's slow variation -- consecutive block medians
+         * beyond strided ones -- but never less than the spread separate runs
+         * of identical code showed on the reference machine: a run cannot see
+         * a shift that happens between runs (allocator state, neighbours,
+         * frequency), and those moved whole runs by 12% there. */
+        double slow = dfw > 0 ? sb2 - ss_strided / (double)dfw : 0.0;
+        double floor2 = SHP_ASSUMED_RUN_SPREAD * SHP_ASSUMED_RUN_SPREAD;
+        double between = known_spread >= 0.0 ? known_spread * known_spread
+                                              : slow > floor2 ? slow : floor2;
+        if (dfw > 0)
+            out->slow_spread = sqrt(slow > 0.0 ? slow : 0.0);
+        out->between = sqrt(between);
+        out->assumed = known_spread < 0.0 && !(slow > floor2);
+        out->var = (dfw > 0 ? sampling : 0.0) + between;
+        out->df = dfw > 0 ? (double)dfw : INFINITY;
     }
     PyMem_Free(scratch);
     return 0;

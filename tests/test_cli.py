@@ -86,7 +86,8 @@ def test_compare_of_several_pairs_sets_each_candidate_against_its_own_baseline(t
     cand = [result("cpu", 10.0), result("cuda", 2.0)]   # cuda got 2x slower, cpu unchanged
     for path, rs in (("b.json", base), ("c.json", cand)):
         (tmp_path / path).write_text(json.dumps([r.to_dict(samples=True) for r in rs]))
-    proc = cli("--compare", tmp_path / "b.json", tmp_path / "c.json", "--json", tmp_path / "v.json")
+    proc = cli("--compare", tmp_path / "b.json", tmp_path / "c.json", "--json", tmp_path / "v.json",
+               "--run-spread", "0")
     assert proc.returncode == 0, proc.stderr
     verdicts = [v["verdict"] for v in json.loads((tmp_path / "v.json").read_text())]
     assert verdicts == ["same", "slower"]
@@ -248,13 +249,20 @@ def test_fail_if_slower_gates_only_a_slower_verdict_beyond_the_threshold(tmp_pat
     same = _saved(tmp_path, "s.json", 2.0)
     slow = _saved(tmp_path, "x.json", 2.0, slow=1.5)
     little = _saved(tmp_path, "l.json", 2.0, slow=1.08)
+    exact = ("--run-spread", "0")   # these files come from one machine state: no rerun shift
     assert cli("--compare", base, same, "--fail-if-slower", "10").returncode == 0
     proc = cli("--compare", base, slow, "--fail-if-slower", "10")
     assert proc.returncode == 3 and "slower by more than 10%" in proc.stderr, proc.stderr
     assert "slower: 50.0% slower, beyond the 10% margin" in proc.stdout
     # 8% slower is a real difference but within a 10% gate
-    assert cli("--compare", base, little, "--fail-if-slower", "10").returncode == 0
-    assert cli("--compare", base, little, "--fail-if-slower", "5").returncode == 3
+    assert cli("--compare", base, little, "--fail-if-slower", "10", *exact).returncode == 0
+    assert cli("--compare", base, little, "--fail-if-slower", "5", *exact).returncode == 3
+    # two single runs with nothing measured about reruns: 8% is within the assumed
+    # run-to-run spread (12%), so the gate does not fail on it; with a 1% spread it does
+    proc = cli("--compare", base, little, "--fail-if-slower", "5")
+    assert proc.returncode == 0 and "inconclusive" in proc.stdout and "12%" in proc.stdout
+    assert cli("--compare", base, little, "--fail-if-slower", "5",
+               "--run-spread", "1").returncode == 3
     # --margin sets the margin of the verdict alone
     proc = cli("--compare", base, little, "--margin", "20", "--json", tmp_path / "v.json")
     assert proc.returncode == 0 and json.loads((tmp_path / "v.json").read_text())["margin"] == 0.2

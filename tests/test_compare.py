@@ -23,7 +23,7 @@ def test_1ms_vs_2ms_sleeps():
     # interval too wide to decide -- never the wrong way round
     assert c.verdict in ("slower", "inconclusive") and c.ratio > 1.3 and c.ci95_high > 1.0, c.reason
     if c.verdict == "inconclusive":
-        assert "slow variation" in c.reason
+        assert "run-to-run spread" in c.reason
     assert compare_benchmarks(two, one).verdict in ("faster", "inconclusive")
     assert c.baseline == "sleep 1 ms" and c.candidate == "sleep 2 ms"
     assert c.baseline_median_ms == one.median_ms and c.candidate_median_ms == two.median_ms
@@ -31,11 +31,14 @@ def test_1ms_vs_2ms_sleeps():
 
 def test_same_distribution_is_same_and_interval_contains_the_ratio():
     rng = np.random.default_rng(3)
-    # 2000 steady samples a side: the interval (about ±1.5%) fits in the 5% margin
+    # 2000 steady samples a side: the interval (about ±1.5%) fits in the 5% margin when
+    # no shift between runs is allowed for (run_spread=0: one machine state) ...
     a = _native._stats_from_samples(rng.normal(5, 0.5, 2000))
     b = _native._stats_from_samples(rng.normal(5, 0.5, 2000))
-    c = compare_benchmarks(a, b)
+    c = compare_benchmarks(a, b, run_spread=0.0)
     assert c.verdict == "same", c.reason
+    # ... and is no verdict at all as two unrelated single runs (12% assumed between runs)
+    assert compare_benchmarks(a, b).verdict == "inconclusive"
     assert c.ci95_high / c.ci95_low < 1.05 and c.method == "samples"
     assert c.ci95_low <= c.ratio <= c.ci95_high
     assert c.ratio == pytest.approx(b.median_ms / a.median_ms)
@@ -47,8 +50,10 @@ def test_seeded_and_deterministic():
     b = _native._stats_from_samples(rng.exponential(1.1, 100))
     c1, c2 = compare_benchmarks(a, b), compare_benchmarks(a, b)
     assert (c1.ci95_low, c1.ci95_high) == (c2.ci95_low, c2.ci95_high)
+    assert (c1.bootstrap_low, c1.bootstrap_high) == (c2.bootstrap_low, c2.bootstrap_high)
     c3 = compare_benchmarks(a, b, seed=99, resamples=500)
-    assert c3.resamples == 500 and (c3.ci95_low, c3.ci95_high) != (c1.ci95_low, c1.ci95_high)
+    assert c3.resamples == 500
+    assert (c3.bootstrap_low, c3.bootstrap_high) != (c1.bootstrap_low, c1.bootstrap_high)
 
 
 def test_bad_input(make_stats):

@@ -45,23 +45,53 @@ def test_a_step_inside_a_run_widens_the_interval_instead_of_claiming_slower():
     cand = stats(np.concatenate([steady(1.0, 300, seed=2), steady(1.1, 300, seed=3)]))
     c = compare_benchmarks(base, cand)
     assert c.verdict == "inconclusive" == judge(c), c.reason
-    assert "slow variation" in c.reason and "compare_callables" in c.reason
-    # the same samples shuffled (no slow variation left): a narrow interval
-    shuffled = stats(np.random.default_rng(4).permutation(cand.samples_ms))
-    c2 = compare_benchmarks(base, shuffled)
-    assert 3 * np.log(c2.ci95_high / c2.ci95_low) < np.log(c.ci95_high / c.ci95_low)
+    assert "run-to-run spread" in c.reason and "compare_callables" in c.reason
+    # a step larger than the assumed spread (1.5x): the run's own slow variation widens
+    # the interval beyond what the same samples shuffled (no slow variation) get
+    big = stats(np.concatenate([steady(1.0, 300, seed=2), steady(1.5, 300, seed=3)]))
+    shuffled = stats(np.random.default_rng(4).permutation(big.samples_ms))
+    wide, narrow = compare_benchmarks(base, big), compare_benchmarks(base, shuffled)
+    assert "slow variation" in wide.reason and "slow variation" not in narrow.reason
+    assert np.log(wide.ci95_high / wide.ci95_low) > 1.3 * np.log(narrow.ci95_high / narrow.ci95_low)
+
+
+def test_single_runs_allow_for_the_run_to_run_spread_they_cannot_see():
+    # Separate runs of identical code moved by 12% (std of log medians) on the reference
+    # machine, by up to 1.35x now and then; each run alone is steady.  Two single runs
+    # 20% apart are therefore not a verdict -- unless the user says reruns do not move.
+    base, cand = stats(steady(1.0, seed=11)), stats(steady(1.2, seed=12))
+    c = compare_benchmarks(base, cand)
+    assert c.verdict == "inconclusive" == judge(c) and c.run_spread == pytest.approx(0.12)
+    assert "±12% is assumed" in c.reason and "run_spread=" in c.reason
+    assert c.ci95_low < 1.0 < 1.2 < c.ci95_high
+    assert compare_benchmarks(base, cand, run_spread=0.0).verdict == "slower"
+    assert compare_benchmarks(base, cand, run_spread=0.03).verdict == "slower"
+    # a change well beyond the spread is still called, either way round
+    big = stats(steady(1.8, seed=13))
+    assert compare_benchmarks(base, big).verdict == "slower"
+    assert compare_benchmarks(big, base).verdict == "faster"
+    # a run whose own slow variation exceeds the assumed spread is judged by it
+    wild = stats(np.concatenate([steady(1.0, 300, seed=14), steady(1.5, 300, seed=15)]))
+    w = compare_benchmarks(base, wild)
+    assert "slow variation" in w.reason and "above the ±12% assumed" in w.reason
+    assert w.run_spread > 0.12 and w.verdict == judge(w) == "inconclusive"
+    # under 15 samples (no blocks) the assumed spread still applies
+    few = compare_benchmarks(stats(steady(1.0, 10, seed=16)), stats(steady(1.2, 10, seed=17)))
+    assert few.verdict == "inconclusive" and "±12% is assumed" in few.reason
 
 
 def test_margin_separates_same_from_a_small_real_difference():
+    # run_spread=0: results of one machine state, where only the margin decides
     base, cand = stats(steady(1.0, seed=5)), stats(steady(1.03, seed=6))
-    c = compare_benchmarks(base, cand)
+    c = compare_benchmarks(base, cand, run_spread=0.0)
     assert c.verdict == "same" and c.margin == 0.05 and 1.02 < c.ratio < 1.04, c.reason
-    strict = compare_benchmarks(base, cand, margin=0.01)
+    strict = compare_benchmarks(base, cand, margin=0.01, run_spread=0.0)
     assert strict.verdict == "slower" == judge(strict) and strict.margin == 0.01
     # between the two: a real difference that the interval cannot place against 2.5%
-    c3 = compare_benchmarks(base, stats(steady(1.025, seed=6, sd=0.05)), margin=0.025)
+    c3 = compare_benchmarks(base, stats(steady(1.025, seed=6, sd=0.05)), margin=0.025,
+                            run_spread=0.0)
     assert c3.verdict == judge(c3)
-    assert compare_benchmarks(cand, base, margin=0.01).verdict == "faster"
+    assert compare_benchmarks(cand, base, margin=0.01, run_spread=0.0).verdict == "faster"
 
 
 def test_runs_give_the_between_run_spread_and_widen_the_interval():

@@ -157,6 +157,11 @@ def build_parser():
     gate.add_argument("--fail-if-slower", type=_percent, metavar="PCT",
                       help="exit with status 3 when a verdict is 'slower' by more than PCT "
                            "percent (a CI regression gate; 'inconclusive' does not fail)")
+    gate.add_argument("--run-spread", type=_percent, metavar="PCT",
+                      help="run-to-run spread of identical code on this machine, in percent "
+                           "(std of log run medians, e.g. from a --processes run's "
+                           "run_spread), for results without repetitions (default: assumed "
+                           "12%%, what separate runs showed on a shared 2-core VM)")
 
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
@@ -183,6 +188,7 @@ def _check_combinations(p, a):
         p.error("--device does not apply to --onnx: the providers are the devices (use --providers)")
     only("--margin", a.margin, a.compare, "--compare")
     only("--fail-if-slower", a.fail_if_slower, a.compare, "--compare")
+    only("--run-spread", a.run_spread, a.compare, "--compare")
     if a.onnx and a.processes:
         p.error("--processes does not apply to --onnx (a session does not pickle)")
     if a.compare:
@@ -383,7 +389,9 @@ def _compare(a):
                        f"--compare pairs them in order")
     margin = a.margin if a.margin is not None else \
         a.fail_if_slower if a.fail_if_slower is not None else 5.0
-    comparisons = [compare_benchmarks(b, c, margin=margin / 100) for b, c in zip(base, cand)]
+    spread = {} if a.run_spread is None else {"run_spread": a.run_spread / 100}
+    comparisons = [compare_benchmarks(b, c, margin=margin / 100, **spread)
+                   for b, c in zip(base, cand)]
     title = a.title or "Comparison"
     # Each pair in a table of its own, against its own baseline: one "vs Baseline"
     # column for all rows would set every candidate against the first baseline
