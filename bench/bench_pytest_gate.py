@@ -61,7 +61,7 @@ SUITE = """
 """
 
 
-def run(workdir, reps, max_time, save, extra=()):
+def run(workdir, reps, max_time, save, extra=(), keep=None):
     out = workdir / "last.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
            "test_suite.py", f"--benchmark-max-time={max_time}", f"--benchmark-json={out}",
@@ -76,6 +76,10 @@ def run(workdir, reps, max_time, save, extra=()):
     if p.returncode not in (0, 1):
         raise SystemExit(f"pytest failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     doc = json.loads(out.read_text())
+    if keep is not None:    # every run's JSON (samples included), to study other rules
+        keep.mkdir(parents=True, exist_ok=True)
+        n = len(list(keep.glob("*.json")))
+        (keep / f"{n:03d}_{'base' if save else 'slow'}.json").write_text(out.read_text())
     comps = [b["spatialhub"].get("comparison") for b in doc["benchmarks"]]
     return p.returncode, [c for c in comps if c is not None]
 
@@ -86,6 +90,7 @@ def main(argv=None):
     ap.add_argument("--max-time", type=float, default=0.2)
     ap.add_argument("--json", help="write the counts here")
     ap.add_argument("--extra", default="", help="extra pytest options, e.g. --benchmark-reference=off")
+    ap.add_argument("--keep", type=Path, help="copy every run's JSON (samples included) here")
     a = ap.parse_args(argv)
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
@@ -94,12 +99,12 @@ def main(argv=None):
         same_runs = same_fail_runs = slow_runs = slow_fail_runs = 0
         same_b, slow_b = [], []          # per-benchmark comparisons
         for k in range(a.pairs):
-            rc, comps = run(w, 2, a.max_time, save=True, extra=a.extra.split())
+            rc, comps = run(w, 2, a.max_time, save=True, extra=a.extra.split(), keep=a.keep)
             if k > 0:
                 same_runs += 1
                 same_fail_runs += rc == 1
                 same_b += comps
-            rc, comps = run(w, 3, a.max_time, save=False, extra=a.extra.split())
+            rc, comps = run(w, 3, a.max_time, save=False, extra=a.extra.split(), keep=a.keep)
             slow_runs += 1
             slow_fail_runs += rc == 1
             slow_b += comps
@@ -131,6 +136,9 @@ def main(argv=None):
         "machine_factor_range": span([c for c in same_b + slow_b if c.get("machine_factor")],
                                      lambda c: c["machine_factor"]),
         "wall_s": round(time.perf_counter() - t_start, 1),
+        # every per-benchmark comparison, to study other rules on the same runs
+        "identical_comparisons": same_b,
+        "slowdown_comparisons": slow_b,
     }
 
     def pct(pair):

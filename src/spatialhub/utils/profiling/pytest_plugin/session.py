@@ -139,16 +139,18 @@ class BenchmarkSession:
             base = self.compared.get(fx.fullname)
             if base is None:
                 continue
-            spread = self.run_spread
+            spread, spread_runs = self.run_spread, None
             if spread is None:
-                spread = run_spread_of(self.history.get(fx.fullname, ()))
+                hist = self.history.get(fx.fullname, ())
+                spread = run_spread_of(hist)
+                spread_runs = sum(1 for m in hist if m and m > 0) if spread is not None else None
             factor = None
             base_ref = (base.get("spatialhub") or {}).get("reference_s")
             if self.use_reference and base_ref and fx.reference_s:
                 factor = fx.reference_s / float(base_ref)
             vd = judge(fx.name, report.stats_from_json(base), fx.stats.native,
                        self._threshold(base) if self.fail_exprs else None, run_spread=spread,
-                       machine_factor=factor)
+                       spread_runs=spread_runs, machine_factor=factor)
             self.verdicts[fx.fullname] = vd
             if vd.fails:
                 self.regressed = True
