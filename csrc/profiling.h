@@ -718,6 +718,8 @@ void shp_median_ci(const double *x, Py_ssize_t n, double *scratch,
 
 /* NumPy-linear percentile q in [0, 1] of a[0..n), rearranging a (selection). */
 double shp_percentile_inplace(double *a, Py_ssize_t n, double q);
+/* Sort a[0..n) ascending in place (introsort; no NaN).  Never fails. */
+void shp_sort_inplace(double *a, Py_ssize_t n);
 
 /* 1-based ranks (j, k) of the distribution-free 95% CI of the median:
  * [x_(j), x_(k)] with k = n + 1 - j; j = 1 when n is too small. */

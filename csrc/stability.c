@@ -70,13 +70,6 @@ block_trend(const double *x, Py_ssize_t n, double median, double *scratch, doubl
     *t = se > 0.0 ? slope / se : (slope != 0.0 ? copysign(INFINITY, slope) : 0.0);
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median and 1.4826 * MAD of sorted v[0..m) (m >= 1); `tmp` holds m doubles. */
 static void
 robust(const double *v, Py_ssize_t m, double *tmp, double *center, double *spread)
@@ -113,7 +106,7 @@ mode_test(const double *x, Py_ssize_t n, shp_stability *out)
         }
         v[i] = log(s);
     }
-    qsort(v, (size_t)m, sizeof(double), cmp_double);
+    shp_sort_inplace(v, m);
     double total = 0.0;
     for (Py_ssize_t i = 0; i < m; i++)
         total += v[i] - v[0];   /* shifted: no cancellation in the sums */

@@ -200,6 +200,43 @@ select_many(double *a, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t *r, int m)
     select_many_rec(a, lo, hi, r, m, budget);
 }
 
+
+/* Introsort of a[lo..hi]: the same split as the selection, recursing on the
+ * smaller side; heapsort once the depth budget is spent; ranges under 16
+ * by insertion. */
+static void
+sort_rec(double *a, Py_ssize_t lo, Py_ssize_t hi, int budget)
+{
+    while (hi - lo >= 16) {
+        if (budget-- == 0) {
+            heap_sort(a, lo, hi);
+            return;
+        }
+        Py_ssize_t l, g;
+        split(a, lo, hi, &l, &g);   /* a[lo..l) < p, a[l..g) == p, a[g..hi] >= p */
+        if (l - lo < hi - g) {
+            sort_rec(a, lo, l - 1, budget);
+            lo = g;
+        }
+        else {
+            sort_rec(a, g, hi, budget);
+            hi = l - 1;
+        }
+    }
+    if (hi > lo)
+        insertion_sort(a, lo, hi);
+}
+
+void
+shp_sort_inplace(double *a, Py_ssize_t n)
+{
+    int budget = 2;
+    for (Py_ssize_t s = n; s > 1; s >>= 1)
+        budget += 2;
+    if (n > 1)
+        sort_rec(a, 0, n - 1, budget);
+}
+
 /* NumPy's _lerp: the branch on t keeps the result exact at both ends. */
 static inline double
 np_lerp(double a, double b, double t)
