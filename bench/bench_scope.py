@@ -18,7 +18,11 @@ in one process, several rounds, median; the empty loop's cost is subtracted from
 Target: ours <= 0.35x the released cheapest path (both ways in).  The process CPU clock
 (time.process_time's) is a system call on Linux, twice per scope on both sides: the figure
 also shows that clock floor, measured in C in the same rounds, and the ratio of what each
-side spends beyond it (the part an implementation controls).
+side spends beyond it (the part an implementation controls).  And it shows the floor of
+*any* implementation: the `with` statement itself with the cheapest C context manager
+(`with threading.Lock():`, an object made by a call, __enter__, __exit__) plus those four
+clock reads.  Where that floor is above 0.35x the released path, the target cannot be met
+on the machine by any code (docs/performance.md, figure 9).
 """
 import importlib.util
 import os
@@ -143,7 +147,17 @@ def run(quick=False):
             with ReleasedModelTimer("stage", profiler=p, track_memory=False):
                 pass
 
-    variants = {"ours call": ours_call, "ours Timer": ours_timer,
+    import threading
+    Lock = threading.Lock
+
+    def bare_with(k):
+        # what the statement itself costs with the cheapest C context manager: an
+        # object made by a call, __enter__ and __exit__, no clock, no bookkeeping
+        for _ in range(k):
+            with Lock():
+                pass
+
+    variants = {"bare `with Lock():`": bare_with, "ours call": ours_call, "ours Timer": ours_timer,
                 "released (model) call": model_call, "released (model) Timer": model_timer}
     if rel is not None:
         RT = rel.Timer
@@ -199,6 +213,15 @@ def run(quick=False):
             f"same, beyond the {clock_ns:.0f} ns of clock reads both make: ours "
             f"{ns[f'ours {way}'] - clock_ns:.0f} ns vs {ns[ref_key] - clock_ns:.0f} ns",
             f"{excess:.2f}x", "-", None))
+    # No implementation can go below the statement plus the four clock reads
+    bound = ns["bare `with Lock():`"] + clock_ns
+    for way in ("call", "Timer"):
+        ref_key = f"released 0.1.7 {way}" if rel is not None else f"released (model) {way}"
+        figs.append(Figure(
+            "9 scope",
+            f"floor of any implementation via {way}: bare `with` {ns['bare `with Lock():`']:.0f} ns "
+            f"+ clock reads {clock_ns:.0f} ns = {bound:.0f} ns vs {ns[ref_key]:.0f} ns",
+            f"{bound / ns[ref_key]:.2f}x", "-", None))
     if rel is None:
         figs.append(Figure("9 scope", "released 0.1.7 itself", "not unpacked here", "-", None))
     return figs
