@@ -70,6 +70,36 @@ FAKE_CUDA_PRELUDE = textwrap.dedent(
             return os.environ["SPATIALHUB_LIBCUDA"] in f.read()
 
     MiB = 1 << 20
+
+    class GilProbe:
+        # A Python thread that notes the time every millisecond while it gets to run:
+        # stamps inside a wait of the harness prove that the wait released the GIL.
+        # `with GilProbe() as probe:` starts it (and lets it settle 20 ms).
+
+        def __init__(self):
+            self.stamps, self._stop = [], threading.Event()
+            self._thread = threading.Thread(target=self._spin)
+
+        def _spin(self):
+            last = 0.0
+            while not self._stop.is_set():
+                now = time.perf_counter()
+                if now - last >= 0.001:
+                    self.stamps.append(now)
+                    last = now
+
+        def __enter__(self):
+            self._thread.start()
+            time.sleep(0.02)
+            return self
+
+        def __exit__(self, *exc):
+            self._stop.set()
+            self._thread.join()
+
+        def inside(self, a, b, margin=0.0):
+            # how many stamps fell in (a + margin, b - margin)
+            return sum(1 for x in self.stamps if a + margin < x < b - margin)
     """
 )
 

@@ -132,29 +132,15 @@ def test_sync_releases_the_gil(fake_cuda_lib):
     r = run(fake_cuda_lib, """
         make_current(0)
         f = fake()
-        stamps, stop = [], threading.Event()
-        def spin():
-            last = 0.0
-            while not stop.is_set():
-                now = time.perf_counter()
-                if now - last >= 0.001:
-                    stamps.append(now)
-                    last = now
-        t = threading.Thread(target=spin)
-        t.start()
-        time.sleep(0.02)
-        def inside(a, b):
-            return sum(1 for x in stamps if a + 0.02 < x < b - 0.02)
-        s = get_cuda_sync_fn()
-        f.fake_enqueue_ns(150_000_000)
-        a = time.perf_counter(); s(); b = time.perf_counter()
-        a2 = time.perf_counter()
-        benchmark_callable(lambda: f.fake_enqueue_ns(50_000_000), device="CUDA",
-                           num_warmup=0, num_iters=3)
-        b2 = time.perf_counter()
-        stop.set()
-        t.join()
-        print(json.dumps([inside(a, b), inside(a2, b2)]))
+        with GilProbe() as probe:
+            s = get_cuda_sync_fn()
+            f.fake_enqueue_ns(150_000_000)
+            a = time.perf_counter(); s(); b = time.perf_counter()
+            a2 = time.perf_counter()
+            benchmark_callable(lambda: f.fake_enqueue_ns(50_000_000), device="CUDA",
+                               num_warmup=0, num_iters=3)
+            b2 = time.perf_counter()
+        print(json.dumps([probe.inside(a, b, 0.02), probe.inside(a2, b2, 0.02)]))
     """)
     during_sync_fn, during_bench = r
     assert during_sync_fn >= 30, r

@@ -198,23 +198,11 @@ def test_the_l2_flush_releases_the_gil(fake_cuda_lib):
     # a spinning thread must keep running meanwhile.
     r = run(fake_cuda_lib, """
         make_current(0)
-        stamps, stop = [], threading.Event()
-        def spinner():
-            last = 0.0
-            while not stop.is_set():
-                now = time.perf_counter()
-                if now - last >= 0.001:
-                    stamps.append(now)
-                    last = now
-        t = threading.Thread(target=spinner)
-        t.start()
-        time.sleep(0.02)
-        a = time.perf_counter()
-        bench(lambda: None, num_warmup=0, num_iters=40, cache="cold")
-        b = time.perf_counter()
-        stop.set()
-        t.join()
-        print(json.dumps([sum(1 for x in stamps if a < x < b), b - a]))
+        with GilProbe() as probe:
+            a = time.perf_counter()
+            bench(lambda: None, num_warmup=0, num_iters=40, cache="cold")
+            b = time.perf_counter()
+        print(json.dumps([probe.inside(a, b), b - a]))
     """, env={"FAKE_CUDA_L2_BYTES": str(2 * 10 ** 9), "SPATIALHUB_LLC_BYTES": str(1 << 20)})
     inside, took = r
     assert took >= 0.08, r

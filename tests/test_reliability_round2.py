@@ -463,23 +463,32 @@ def test_3_any_base_exception_stops_an_ignore_path(exc, where):
 # ---- 4. the GIL around blocking driver calls ----------------------------------
 
 
+# A thread that wakes every 5 ms and notes how long each wait really took: a
+# call that holds the GIL for long shows as one long gap (max(gaps)).  Started
+# by the snippet that includes it; `stop.set(); t.join()` ends it.
+HEARTBEAT = textwrap.dedent("""
+    import threading, time
+    gaps, stop = [], threading.Event()
+    def heartbeat():
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+    t = threading.Thread(target=heartbeat)
+    t.start()
+""")
+
+
 def test_4_slow_driver_start_does_not_freeze_other_threads(fake_cuda_lib):
     from cuda_support import run_with_fake_cuda
 
-    code = """
+    code = textwrap.dedent("""
         import warnings
         warnings.simplefilter("ignore")
         from spatialhub.utils.profiling import benchmark_callable, get_gpu_vram_mb
-        gaps, stop = [], threading.Event()
-        def heartbeat():
-            last = time.perf_counter()
-            while not stop.is_set():
-                time.sleep(0.005)
-                now = time.perf_counter()
-                gaps.append(now - last)
-                last = now
-        t = threading.Thread(target=heartbeat)
-        t.start()
+    """) + HEARTBEAT + textwrap.dedent("""
         time.sleep(0.05)
         t0 = time.perf_counter()
         benchmark_callable(lambda: None, device="cuda:0", num_warmup=0, num_iters=3, progress=False)
@@ -488,7 +497,7 @@ def test_4_slow_driver_start_does_not_freeze_other_threads(fake_cuda_lib):
         stop.set()
         t.join()
         print("took %.3f maxgap %.3f" % (took, max(gaps)))
-    """
+    """)
     out = run_with_fake_cuda(fake_cuda_lib, code, env={"FAKE_CUDA_SLOW_MS": "400"})
     took, gap = map(float, re.search(r"took ([\d.]+) maxgap ([\d.]+)", out).groups())
     assert took >= 0.4          # the slow start did happen ...
@@ -596,17 +605,7 @@ BIG_COMPARE = """
 
 
 def test_5_huge_compare_lets_other_threads_run():
-    code = textwrap.dedent(BIG_COMPARE) + textwrap.dedent("""
-        gaps, stop = [], threading.Event()
-        def heartbeat():
-            last = time.perf_counter()
-            while not stop.is_set():
-                time.sleep(0.005)
-                now = time.perf_counter()
-                gaps.append(now - last)
-                last = now
-        t = threading.Thread(target=heartbeat)
-        t.start()
+    code = textwrap.dedent(BIG_COMPARE) + HEARTBEAT + textwrap.dedent("""
         t0 = time.perf_counter()
         c = compare_benchmarks(a, b, resamples=400)
         took = time.perf_counter() - t0

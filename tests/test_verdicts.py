@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from spatialhub.utils.profiling import (BenchmarkStats, _native, benchmark_repeated,
-                                        compare_benchmarks, compare_callables)
+from spatialhub.utils.profiling import (BenchmarkInterrupted, BenchmarkStats, _native,
+                                        benchmark_repeated, compare_benchmarks, compare_callables)
 
 
 def stats(samples, run_sizes=None):
@@ -243,3 +243,78 @@ def test_too_few_rounds_says_rounds_not_margin():
                           num_warmup=1)
     assert c.verdict == "inconclusive"
     assert "only 3 round(s)" in c.reason and "rounds=" in c.reason and "margin" not in c.reason
+
+
+# ---- Ctrl-C in compare_callables ----------------------------------------------------
+# Both sides count their calls together, so where the interrupt lands does not depend on
+# the random order of the sides: with num_warmup=0 the calibration is 3 + 3 calls, and
+# each round 2 blocks of (1 untimed + block_iters timed) calls.
+
+def _counted_pair(at, exc):
+    calls = {"n": 0}
+
+    def tick():
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise exc
+
+    def side_a():
+        tick()
+
+    def side_b():
+        tick()
+    return side_a, side_b, calls
+
+
+def _call_in_round(k, block, iters=4):
+    """The shared call count before block 1 or 2 of round k starts."""
+    return 6 + (k - 1) * 2 * (1 + iters) + (block - 1) * (1 + iters)
+
+
+@pytest.mark.parametrize("k, block, timed, done", [(4, 1, 3, 3), (4, 2, 2, 3), (7, 2, 4, 6)])
+def test_ctrl_c_in_a_round_keeps_the_completed_rounds_as_a_comparison(k, block, timed, done):
+    assert issubclass(BenchmarkInterrupted, KeyboardInterrupt)
+    ki = KeyboardInterrupt()
+    at = _call_in_round(k, block) + 1 + timed   # past the block's untimed call
+    a, b, calls = _counted_pair(at, ki)
+    with pytest.raises(BenchmarkInterrupted) as info:
+        compare_callables(a, b, rounds=10, block_iters=4, num_warmup=0)
+    e = info.value
+    assert calls["n"] == at and isinstance(e, KeyboardInterrupt)
+    assert e.__cause__ is not None and e.__cause__.__context__ is ki   # the Ctrl-C stays visible
+    assert e.__cause__.stats is e.stats
+    assert f"round {k} of 10" in str(e) and f"{done} of 10 rounds completed" in str(e)
+    assert f"Comparison of those {done} rounds" in str(e)
+    c = e.comparison
+    assert c.method == "interleaved" and c.baseline_runs == c.candidate_runs == done
+    assert c.baseline == "side_a" and c.candidate == "side_b"
+    assert e.stats.timed_iters == timed - 1 and e.stats.name in ("side_a", "side_b")
+
+
+def test_ctrl_c_before_two_rounds_completed_has_no_comparison():
+    ki = KeyboardInterrupt()
+    a, b, _ = _counted_pair(_call_in_round(2, 2) + 1 + 3, ki)
+    with pytest.raises(BenchmarkInterrupted) as info:
+        compare_callables(a, b, rounds=5, block_iters=4, num_warmup=0)
+    e = info.value
+    assert e.comparison is None and e.stats.timed_iters == 2
+    assert "round 2 of 5: 1 of 5 rounds completed" in str(e) and "needs 2" in str(e)
+
+
+def test_ctrl_c_while_calibrating_says_so():
+    ki = KeyboardInterrupt()
+    a, b, _ = _counted_pair(5, ki)   # b's second calibration call
+    with pytest.raises(BenchmarkInterrupted) as info:
+        compare_callables(a, b, rounds=5, block_iters=4, num_warmup=0)
+    e = info.value
+    assert e.comparison is None and e.stats.timed_iters == 1 and e.stats.name == "side_b"
+    assert "calibrating" in str(e) and "0 of 5 rounds completed" in str(e)
+
+
+def test_ctrl_c_in_a_blocks_untimed_call_propagates_unchanged_with_the_comparison():
+    ki = KeyboardInterrupt()
+    a, b, _ = _counted_pair(_call_in_round(3, 1) + 1, ki)   # round 3's first untimed call
+    with pytest.raises(KeyboardInterrupt) as info:
+        compare_callables(a, b, rounds=5, block_iters=4, num_warmup=0)
+    assert info.value is ki and not isinstance(ki, BenchmarkInterrupted)
+    assert ki.comparison.baseline_runs == ki.comparison.candidate_runs == 2

@@ -41,7 +41,7 @@
 #include <string.h>
 #include <time.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "../fake_common/fake_common.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -150,7 +150,8 @@ fake_now_ns(void)
 static void
 fake_configure_locked(void)
 {
-    const char *m, *d;
+    const char *m;
+    int n;
 
     if (fake_configured) {
         return;
@@ -163,14 +164,8 @@ fake_configure_locked(void)
     else if (m != NULL && strcmp(m, "nodevice") == 0) {
         fake_mode = MODE_NODEVICE;
     }
-    d = getenv("FAKE_CUDA_L2_BYTES");
-    if (d != NULL && d[0] != '\0') {
-        fake_l2_bytes = atoi(d);
-    }
-    d = getenv("FAKE_CUDA_DEVICES");
-    if (d != NULL && d[0] != '\0') {
-        int n = atoi(d);
-
+    fake_env_int("FAKE_CUDA_L2_BYTES", &fake_l2_bytes);
+    if (fake_env_int("FAKE_CUDA_DEVICES", &n)) {
         fake_ndev = n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
     }
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) {
@@ -1243,13 +1238,8 @@ fake_stack_depth(void)
 __attribute__((destructor)) static void
 fake_exit_report(void)
 {
-    const char *path = getenv("FAKE_CUDA_EXIT_REPORT");
-    FILE *f;
+    FILE *f = fake_exit_report_open("FAKE_CUDA_EXIT_REPORT");
 
-    if (path == NULL || path[0] == '\0') {
-        return;
-    }
-    f = fopen(path, "w");
     if (f == NULL) {
         return;
     }

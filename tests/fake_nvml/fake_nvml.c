@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "../fake_common/fake_common.h"
 
 typedef int nvmlReturn_t;
 struct fake_dev {
@@ -52,10 +52,10 @@ static long long calls;
 EXPORT nvmlReturn_t
 nvmlInit_v2(void)
 {
-    const char *f = getenv("FAKE_NVML_INIT_FAIL");
+    int fail;
 
-    if (f != NULL && f[0] != '\0') {
-        return atoi(f);
+    if (fake_env_int("FAKE_NVML_INIT_FAIL", &fail)) {
+        return fail;
     }
     pthread_mutex_lock(&mu);
     inits++;
@@ -304,13 +304,8 @@ fake_nvml_calls(void)
 __attribute__((destructor)) static void
 fake_nvml_exit_report(void)
 {
-    const char *path = getenv("FAKE_NVML_EXIT_REPORT");
-    FILE *f;
+    FILE *f = fake_exit_report_open("FAKE_NVML_EXIT_REPORT");
 
-    if (path == NULL || path[0] == '\0') {
-        return;
-    }
-    f = fopen(path, "w");
     if (f == NULL) {
         return;
     }

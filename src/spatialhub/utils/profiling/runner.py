@@ -21,7 +21,8 @@ import warnings
 
 import numpy as np
 
-from ._native import BenchmarkWarning, _stats_from_samples, benchmark_callable, compare_benchmarks
+from ._native import (BenchmarkInterrupted, BenchmarkWarning, _stats_from_samples,
+                      benchmark_callable, compare_benchmarks)
 
 __all__ = ["benchmark_repeated", "compare_callables"]
 
@@ -80,6 +81,11 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
     is ``[ci95_low, ci95_high]``, and ``margin`` is the practical-equivalence margin
     (see compare_benchmarks).  ``block_iters=None`` sizes a block to about 20 ms of the
     slower callable (3 calls at least).  ``args`` and ``kwargs`` go to both callables.
+
+    Ctrl-C in a block's timed loop raises a BenchmarkInterrupted (chained from the one of
+    the block) whose ``.comparison`` is the Comparison of the rounds both sides completed
+    (None under 2) and whose ``.stats`` is the interrupted block's; a Ctrl-C in a block's
+    untimed call propagates unchanged, carrying the same ``.comparison``.
     """
     fn = "compare_callables"
     if not callable(a) or not callable(b):
@@ -103,25 +109,66 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
                         f"not passed to a and b; to give it to the callables, bind it first "
                         f"(functools.partial(a, {taken[0]}=...))")
 
-    with warnings.catch_warnings():
-        # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
-        warnings.simplefilter("ignore", BenchmarkWarning)
-        first = [benchmark_callable(f, *args, name=n, num_warmup=num_warmup, num_iters=3, **opts,
-                                    **kwargs) for f, n in zip((a, b), names)]
-        if block_iters is None:
-            slow = max(s.median_ms for s in first)
-            block_iters = 3 if slow <= 0 else min(_MAX_BLOCK, max(3, math.ceil(_BLOCK_TARGET_MS / slow)))
-        order = random.Random(seed)
-        runs = ([], [])
-        for _ in range(rounds):
-            sides = (0, 1) if order.random() < 0.5 else (1, 0)
-            for side in sides:
-                f = (a, b)[side]
-                runs[side].append(benchmark_callable(f, *args, name=names[side], num_warmup=1,
-                                                     num_iters=block_iters, **opts, **kwargs))
-    sizes = [block_iters] * rounds
-    pa, pb = _pool(runs[0], sizes, names[0]), _pool(runs[1], sizes, names[1])
+    runs = ([], [])
+    block = [None]   # the block size, once the rounds start (None: still calibrating)
+    try:
+        with warnings.catch_warnings():
+            # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
+            warnings.simplefilter("ignore", BenchmarkWarning)
+            first = [benchmark_callable(f, *args, name=n, num_warmup=num_warmup, num_iters=3,
+                                        **opts, **kwargs) for f, n in zip((a, b), names)]
+            if block_iters is None:
+                slow = max(s.median_ms for s in first)
+                block_iters = 3 if slow <= 0 else min(_MAX_BLOCK,
+                                                      max(3, math.ceil(_BLOCK_TARGET_MS / slow)))
+            block[0] = block_iters
+            order = random.Random(seed)
+            for _ in range(rounds):
+                sides = (0, 1) if order.random() < 0.5 else (1, 0)
+                for side in sides:
+                    f = (a, b)[side]
+                    runs[side].append(benchmark_callable(f, *args, name=names[side], num_warmup=1,
+                                                         num_iters=block_iters, **opts, **kwargs))
+    except BenchmarkInterrupted as exc:
+        # benchmark_callable's own message speaks of one block; say what the comparison kept
+        raise _interrupted(exc, runs, rounds, block[0], names, margin, seed) from exc
+    except KeyboardInterrupt as exc:
+        # Ctrl-C outside a timed loop (a block's untimed call, calibration): the interrupt
+        # itself propagates unchanged, carrying the completed rounds as sweep() carries .partial
+        if block[0] is not None:
+            exc.comparison = _completed(runs, block[0], names, margin, seed)
+        raise
+    return _completed(runs, block_iters, names, margin, seed)
+
+
+def _completed(runs, block_iters, names, margin, seed):
+    """The Comparison of the rounds both sides completed, or None under 2 such rounds."""
+    done = min(len(runs[0]), len(runs[1]))
+    if done < 2:
+        return None
+    sizes = [block_iters] * done
+    pa, pb = _pool(runs[0][:done], sizes, names[0]), _pool(runs[1][:done], sizes, names[1])
     return compare_benchmarks(pa, pb, paired=True, margin=margin, seed=seed)
+
+
+def _interrupted(exc, runs, rounds, block_iters, names, margin, seed):
+    """compare_callables' BenchmarkInterrupted for Ctrl-C in a block's timed loop."""
+    done = min(len(runs[0]), len(runs[1]))
+    comparison = None if block_iters is None else _completed(runs, block_iters, names, margin, seed)
+    stats = getattr(exc, "stats", None)
+    if block_iters is None:
+        where, run = "while calibrating the block size, before round 1", "calibration run"
+    else:
+        where, run = f"in round {done + 1} of {rounds}", "block"
+    kept = (f".comparison holds the Comparison of those {done} rounds" if comparison is not None
+            else ".comparison is None (a comparison needs 2 completed rounds)")
+    held = ("" if stats is None else f"; .stats holds the interrupted {run}'s "
+            f"{stats.timed_iters} timed iteration(s) of {stats.name!r}")
+    new = BenchmarkInterrupted(
+        f"compare_callables interrupted {where}: {done} of {rounds} rounds completed; {kept}{held}")
+    new.comparison = comparison
+    new.stats = stats
+    return new
 
 
 # ---- repetitions in fresh processes ---------------------------------------------------
