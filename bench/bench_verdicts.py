@@ -125,7 +125,7 @@ def run(quick=False):
     if slow_pair_v:
         figs.append(Figure("verdicts", f"slowdown, single runs in separate processes "
                            f"({len(slow_pair_v)} pairs): called slower (recorded: within the "
-                           "assumed 12% run-to-run spread, single runs cannot call it)",
+                           "assumed 15% run-to-run spread, single runs cannot call it)",
                            f"{100 * rate(slow_pair_v, ('slower',)):.0f}%", "-", None))
     if group_v:
         figs.append(Figure("verdicts", f"identical code, 3-run pools ({len(group_v)} pairs): "

@@ -804,7 +804,7 @@ const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
 /* Run-to-run spread (std of log run medians) assumed for a single run when
  * nothing measured it: what separate fresh-process runs of identical code
  * showed on the reference machine (docs/statistics.md, bench_verdicts.py). */
-#define SHP_ASSUMED_RUN_SPREAD 0.12
+#define SHP_ASSUMED_RUN_SPREAD 0.15
 
 /* How uncertain one side's level (the log of its median) is. */
 typedef struct {

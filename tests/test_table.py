@@ -104,7 +104,7 @@ def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
     # near: [1.95/2.1, 2.15/1.9] = [0.93, 1.13] is wider than the 5% margin: undecided
     assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x inconclusive |")
     # tight CIs are not "same" either: two runs move by the assumed run-to-run spread
-    # (12%, as compare_benchmarks allows for single runs), which the CIs cannot see
+    # (15%, as compare_benchmarks allows for single runs), which the CIs cannot see
     tight = make_stats(name="e", median_ms=2.02, ci95_low_ms=2.0, ci95_high_ms=2.04)
     base2 = make_stats(name="f", median_ms=2.0, ci95_low_ms=1.99, ci95_high_ms=2.01)
     assert format_benchmark_table([base2, tight], baseline=base2).endswith("| 1.01x inconclusive |")

@@ -46,9 +46,9 @@ def test_a_step_inside_a_run_widens_the_interval_instead_of_claiming_slower():
     c = compare_benchmarks(base, cand)
     assert c.verdict == "inconclusive" == judge(c), c.reason
     assert "run-to-run spread" in c.reason and "compare_callables" in c.reason
-    # a step larger than the assumed spread (1.5x): the run's own slow variation widens
+    # a step larger than the assumed spread (1.8x): the run's own slow variation widens
     # the interval beyond what the same samples shuffled (no slow variation) get
-    big = stats(np.concatenate([steady(1.0, 300, seed=2), steady(1.5, 300, seed=3)]))
+    big = stats(np.concatenate([steady(1.0, 300, seed=2), steady(1.8, 300, seed=3)]))
     shuffled = stats(np.random.default_rng(4).permutation(big.samples_ms))
     wide, narrow = compare_benchmarks(base, big), compare_benchmarks(base, shuffled)
     assert "slow variation" in wide.reason and "slow variation" not in narrow.reason
@@ -56,13 +56,13 @@ def test_a_step_inside_a_run_widens_the_interval_instead_of_claiming_slower():
 
 
 def test_single_runs_allow_for_the_run_to_run_spread_they_cannot_see():
-    # Separate runs of identical code moved by 12% (std of log medians) on the reference
+    # Separate runs of identical code moved by 15% (std of log medians) on the reference
     # machine, by up to 1.35x now and then; each run alone is steady.  Two single runs
     # 20% apart are therefore not a verdict -- unless the user says reruns do not move.
     base, cand = stats(steady(1.0, seed=11)), stats(steady(1.2, seed=12))
     c = compare_benchmarks(base, cand)
-    assert c.verdict == "inconclusive" == judge(c) and c.run_spread == pytest.approx(0.12)
-    assert "±12% is assumed" in c.reason and "run_spread=" in c.reason
+    assert c.verdict == "inconclusive" == judge(c) and c.run_spread == pytest.approx(0.15)
+    assert "±15% is assumed" in c.reason and "run_spread=" in c.reason
     assert c.ci95_low < 1.0 < 1.2 < c.ci95_high
     assert compare_benchmarks(base, cand, run_spread=0.0).verdict == "slower"
     assert compare_benchmarks(base, cand, run_spread=0.03).verdict == "slower"
@@ -71,13 +71,13 @@ def test_single_runs_allow_for_the_run_to_run_spread_they_cannot_see():
     assert compare_benchmarks(base, big).verdict == "slower"
     assert compare_benchmarks(big, base).verdict == "faster"
     # a run whose own slow variation exceeds the assumed spread is judged by it
-    wild = stats(np.concatenate([steady(1.0, 300, seed=14), steady(1.5, 300, seed=15)]))
+    wild = stats(np.concatenate([steady(1.0, 300, seed=14), steady(1.8, 300, seed=15)]))
     w = compare_benchmarks(base, wild)
-    assert "slow variation" in w.reason and "above the ±12% assumed" in w.reason
-    assert w.run_spread > 0.12 and w.verdict == judge(w) == "inconclusive"
+    assert "slow variation" in w.reason and "above the ±15% assumed" in w.reason
+    assert w.run_spread > 0.15 and w.verdict == judge(w) == "inconclusive"
     # under 15 samples (no blocks) the assumed spread still applies
     few = compare_benchmarks(stats(steady(1.0, 10, seed=16)), stats(steady(1.2, 10, seed=17)))
-    assert few.verdict == "inconclusive" and "±12% is assumed" in few.reason
+    assert few.verdict == "inconclusive" and "±15% is assumed" in few.reason
 
 
 def test_margin_separates_same_from_a_small_real_difference():

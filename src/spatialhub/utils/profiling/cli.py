@@ -161,7 +161,7 @@ def build_parser():
                       help="run-to-run spread of identical code on this machine, in percent "
                            "(std of log run medians, e.g. from a --processes run's "
                            "run_spread), for results without repetitions (default: assumed "
-                           "12%%, what separate runs showed on a shared 2-core VM)")
+                           "15%%, what separate runs showed on a shared 2-core VM)")
 
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",

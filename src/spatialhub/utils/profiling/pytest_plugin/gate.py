@@ -24,7 +24,7 @@ median now / then):
   added, since nothing measured how well the correction works for this benchmark (a
   sleep or I/O does not follow the CPU's speed);
 * neither (under 3 saved runs): ``compare_benchmarks``' own rule for single runs, the
-  larger of the run's slow variation and the assumed 12%.
+  larger of the run's slow variation and the assumed 15%.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     """Compare ``candidate`` with ``baseline`` (``BenchmarkStats`` with raw samples).
 
     ``threshold``: allowed slowdown as a fraction (0.10 = 10%) or None (report only).
-    ``run_spread``: between-run spread of this benchmark (None: not known; the 12%
+    ``run_spread``: between-run spread of this benchmark (None: not known; the 15%
     ``compare_benchmarks`` assumes for single runs applies); ``spread_runs``: how many
     saved runs it was measured from (None: given by the user, not measured).
     ``machine_factor``: how much slower the machine itself was for the candidate (the
@@ -107,7 +107,7 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         spread = math.hypot(float(run_spread), extra / math.sqrt(2))
         basis = "run-to-run spread given"
     else:
-        spread = None      # compare_benchmarks' own assumption for single runs (12%)
+        spread = None      # compare_benchmarks' own assumption for single runs (15%)
         basis = "under 3 saved runs: no spread measured yet"
     # margin and run_spread must lie in [0, 1): a threshold of 150% still fails only
     # beyond 2.5x (the ratio test below), with the widest margin it accepts
