@@ -14,6 +14,7 @@ ratio > 1.10) for contrast.
 
     python bench/bench_pytest_gate.py              # N = 20: ~4 min on a 2-core VM
     python bench/bench_pytest_gate.py --pairs 10 --max-time 0.2 --json gate.json
+    python bench/bench_pytest_gate.py --pairs 100 --json gate.json --keep runs/  # docs/guide.md
 
 Needs the package installed (the plugin's entry point) and pytest; pytest-benchmark,
 if installed, is switched off with -p no:benchmark.
