@@ -160,15 +160,20 @@ static PyMethodDef shp_methods[] = {
      "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
-     "                       baseline=None, param=None, format='markdown')\n--\n\n"
+     "                       baseline=None, param=None, format='markdown', run_spread=None)\n"
+     "--\n\n"
      "-> str\n\n"
      "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
-     "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column;\n"
-     "param adds a column with each row's params[param]; format='html' renders an HTML table."},
+     "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column\n"
+     "(ratio and verdict by compare_benchmarks' rule, with run_spread as there); param adds\n"
+     "a column with each row's params[param]; format='html' renders an HTML table."},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
-     "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0)\n--\n\n"
+     "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0, margin=0.05,\n"
+     "                   run_spread=None, paired=False)\n--\n\n"
      "-> Comparison\n\n"
-     "Ratio of medians (candidate / baseline) with a seeded bootstrap 95% CI and a verdict."},
+     "Ratio of medians (candidate / baseline), its 95% interval widened by the between-block\n"
+     "and between-run spread (run_spread: a measured one; None: from run_sizes, else the\n"
+     "run's slow variation but at least 15% for a single run), and a verdict with its reason."},
     {"get_cuda_sync_fn", (PyCFunction)shp_get_cuda_sync_fn, METH_NOARGS,
      "get_cuda_sync_fn($module, /)\n--\n\n-> callable or None\n\n"
      "A native callable that runs cuCtxSynchronize on the calling thread's context (or the\n"

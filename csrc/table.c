@@ -139,7 +139,7 @@ sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
 }
 
 static PyObject *
-baseline_cell(shp_Stats *s, shp_Stats *base)
+baseline_cell(shp_Stats *s, shp_Stats *base, double known)
 {
     if (s == base)
         return PyUnicode_FromString("baseline");
@@ -159,8 +159,9 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
         lo = s->ci95_low_ms / base->ci95_high_ms;
         hi = s->ci95_high_ms / base->ci95_low_ms;
         /* and, as compare_benchmarks does for single runs, the run-to-run
-         * spread neither run can see (verdict.c) */
-        double q = shp_t975(INFINITY) * SHP_ASSUMED_RUN_SPREAD * sqrt(2.0);
+         * spread neither run can see (verdict.c): known, or assumed */
+        double q = shp_t975(INFINITY) * (known >= 0.0 ? known : SHP_ASSUMED_RUN_SPREAD) *
+                   sqrt(2.0);
         lo = fmin(lo, ratio * exp(-q));
         hi = fmax(hi, ratio * exp(q));
         verdict = shp_judge(ratio, lo, hi, SHP_DEFAULT_MARGIN);
@@ -175,7 +176,7 @@ baseline_cell(shp_Stats *s, shp_Stats *base)
                                      0, 2000, &ma, &mb, &ratio, &lo, &hi);
         if (rc == 0)
             rc = shp_widen_interval(base->samples, base->nsamples, sa, ra, s->samples,
-                                    s->nsamples, sb, rb, -1.0, ratio, lo, hi, &iv);
+                                    s->nsamples, sb, rb, known, ratio, lo, hi, &iv);
         PyMem_Free(sa);
         PyMem_Free(sb);
         if (rc < 0)
@@ -210,7 +211,8 @@ median_cell(shp_Stats *s)
 }
 
 static int
-build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base)
+build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base,
+          double known)
 {
     PyObject *row = PyList_New(0);
     if (row == NULL)
@@ -250,7 +252,7 @@ build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats
     if (x->cache &&
         append_obj(row, s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A")) < 0)
         goto error;
-    if (base != NULL && append_obj(row, baseline_cell(s, base)) < 0)
+    if (base != NULL && append_obj(row, baseline_cell(s, base, known)) < 0)
         goto error;
     if (PyList_Append(g->rows, row) < 0)
         goto error;
@@ -409,7 +411,7 @@ done:
 /* Render `items` (a list of BenchmarkStats, already checked). */
 static PyObject *
 format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baseline,
-             PyObject *param, int html)
+             double known, PyObject *param, int html)
 {
     grid g;
     memset(&g, 0, sizeof(g));
@@ -451,7 +453,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
         goto done;
     for (Py_ssize_t i = 0; i < n; i++)
         if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), &x, param,
-                      (shp_Stats *)baseline) < 0)
+                      (shp_Stats *)baseline, known) < 0)
             goto done;
     res = render(&g, title, html);
 done:
@@ -517,10 +519,11 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
                            PyObject *kwnames)
 {
     static const char *const names[] = {"stats_list", "title", "throughput_unit",
-                                        "baseline", "param", "format"};
-    static const shp_argspec spec = {"format_benchmark_table", names, 6, 3, 1, 0};
+                                        "baseline", "param", "format", "run_spread"};
+    static const shp_argspec spec = {"format_benchmark_table", names, 7, 3, 1, 0};
     shp_state *st = PyModule_GetState(module);
-    PyObject *v[6];
+    PyObject *v[7];
+    double known = -1.0;
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
     PyObject *title = v[1] == Py_None ? NULL : v[1];
@@ -535,6 +538,15 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         title = NULL;
     if (baseline != NULL && !PyObject_TypeCheck(baseline, st->stats_type))
         return shp_arg_type_error(FN, "baseline", "a BenchmarkStats or None", baseline), NULL;
+    /* the between-run spread of compare_benchmarks(run_spread=...), for the
+     * vs-Baseline verdicts */
+    if (v[6] != NULL && v[6] != Py_None) {
+        if (shp_arg_real(v[6], FN, "run_spread", &known) < 0)
+            return NULL;
+        if (!(known >= 0.0 && known < 1.0))
+            return shp_arg_value_error(FN, "run_spread", "a number in [0, 1) (0.03 = 3%)",
+                                       v[6]), NULL;
+    }
     int html = 0;
     if (v[5] != NULL) {
         if (PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "html") == 0)
@@ -562,7 +574,7 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         unit = owned_unit = PyUnicode_FromString("FPS");
     PyObject *items = unit ? collect_stats(st, v[0]) : NULL;
     if (items != NULL)
-        res = format_table(items, title, unit, baseline, param, html);
+        res = format_table(items, title, unit, baseline, known, param, html);
     Py_XDECREF(items);
     Py_XDECREF(owned_param);
     Py_XDECREF(owned_unit);
@@ -574,7 +586,7 @@ one_row(PyObject *stats, int html)
 {
     PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
     if (items != NULL && unit != NULL)
-        res = format_table(items, NULL, unit, NULL, NULL, html);
+        res = format_table(items, NULL, unit, NULL, -1.0, NULL, html);
     Py_XDECREF(items);
     Py_XDECREF(unit);
     return res;

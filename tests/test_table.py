@@ -1,7 +1,8 @@
 """format_benchmark_table keeps the predecessor's layout, minus its defects."""
+import numpy as np
 import pytest
 
-from spatialhub.utils.profiling import format_benchmark_table
+from spatialhub.utils.profiling import _native, compare_benchmarks, format_benchmark_table
 
 HEADER = ("| Model / Target | Device | Latency Mean (ms) | Median (ms) | P95 (ms) | "
           "Throughput (FPS) | Peak RAM Delta |")
@@ -108,11 +109,34 @@ def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
     tight = make_stats(name="e", median_ms=2.02, ci95_low_ms=2.0, ci95_high_ms=2.04)
     base2 = make_stats(name="f", median_ms=2.0, ci95_low_ms=1.99, ci95_high_ms=2.01)
     assert format_benchmark_table([base2, tight], baseline=base2).endswith("| 1.01x inconclusive |")
-    # 1.3x with tight CIs is within that spread; 2x is beyond it
+    # 1.3x with tight CIs is within that spread; a measured spread of 2% calls it
     mid = make_stats(name="g", median_ms=2.6, ci95_low_ms=2.58, ci95_high_ms=2.62)
     assert format_benchmark_table([base2, mid], baseline=base2).endswith("| 1.30x inconclusive |")
+    assert format_benchmark_table([base2, mid], baseline=base2,
+                                  run_spread=0.02).endswith("| 1.30x slower |")
+    assert format_benchmark_table([base2, tight], baseline=base2,
+                                  run_spread=0).endswith("| 1.01x same |")
+    for bad, exc in ((1.0, ValueError), (-0.1, ValueError), (float("nan"), ValueError),
+                     ("2%", TypeError), (True, TypeError)):
+        with pytest.raises(exc, match="run_spread"):
+            format_benchmark_table([base2, mid], baseline=base2, run_spread=bad)
     bare = make_stats(name="d", median_ms=4.0)
     assert format_benchmark_table([bare], baseline=base).endswith("| 2.00x |")
+
+
+def test_baseline_column_with_samples_follows_compare_benchmarks_run_spread():
+    """The table's verdict and compare_benchmarks' agree, run_spread included (the CLI's
+    --compare prints both)."""
+    rng = np.random.default_rng(8)
+    a = _native._stats_from_samples(2.0 * (1 + 0.01 * rng.standard_normal(300)))
+    b = _native._stats_from_samples(2.5 * (1 + 0.01 * rng.standard_normal(300)))
+    for spread in (None, 0.02, 0.0):
+        kw = {} if spread is None else {"run_spread": spread}
+        verdict = compare_benchmarks(a, b, **kw).verdict
+        cell = format_benchmark_table([a, b], baseline=a, **kw).split("\n")[-1]
+        assert cell.endswith(f"x {verdict} |"), (spread, cell, verdict)
+    assert compare_benchmarks(a, b).verdict == "inconclusive"
+    assert compare_benchmarks(a, b, run_spread=0.02).verdict == "slower"
 
 
 def test_cold_start_gpu_time_and_cache_columns_appear_when_a_row_has_them(make_stats):

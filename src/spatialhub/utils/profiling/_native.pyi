@@ -187,6 +187,7 @@ def format_benchmark_table(
     baseline: Optional[BenchmarkStats] = None,
     param: Optional[str] = None,
     format: Literal["markdown", "html"] = "markdown",
+    run_spread: Optional[float] = None,
 ) -> str: ...
 def compare_benchmarks(
     baseline: BenchmarkStats,
