@@ -407,10 +407,16 @@ def test_gate_judge_never_fails_on_identical_samples_and_catches_a_slowdown():
     base = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.05, 2000))
     same = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.05, 2000))
     slow = _native._stats_from_samples(1.5 * (1.0 + rng.gamma(2.0, 0.05, 2000)))
+    # 10 saved runs measured a 5% run-to-run spread
+    hist = {"run_spread": 0.05, "spread_runs": 10}
     assert not judge("t", base, same, 0.10).fails
-    v = judge("t", base, slow, 0.10)
+    assert not judge("t", base, same, 0.10, **hist).fails
+    v = judge("t", base, slow, 0.10, **hist)
     assert v.fails and v.verdict == "slower" and 1.4 < v.ratio < 1.6
-    assert not judge("t", base, slow, 0.60).fails      # within the allowed slowdown
+    assert not judge("t", base, slow, 0.60, **hist).fails      # within the allowed slowdown
+    # nothing measured yet: 1.5x is within the 15% assumed between two single runs
+    v = judge("t", base, slow, 0.10)
+    assert not v.fails and v.verdict == "inconclusive"
     nodata = _native.BenchmarkStats("x", "CPU", 1, 1, 0, 1, 1, 1, 1000, 0, 5)
     v = judge("t", nodata, slow, 0.10)
     assert v.verdict == "no data" and not v.fails
@@ -528,7 +534,8 @@ def test_gate_takes_the_machine_speed_out():
     rng = np.random.default_rng(2)
     base = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.02, 1000))
     slow = _native._stats_from_samples(1.5 * (1.0 + rng.gamma(2.0, 0.02, 1000)))
-    v = judge("t", base, slow, 0.10, machine_factor=1.5)
+    hist = {"run_spread": 0.05, "spread_runs": 10}   # measured from 10 saved runs
+    v = judge("t", base, slow, 0.10, machine_factor=1.5, **hist)
     assert not v.fails and abs(v.ratio - 1.0) < 0.05 and "machine speed factor 1.500" in v.reason
-    v = judge("t", base, slow, 0.10, machine_factor=1.0)
+    v = judge("t", base, slow, 0.10, machine_factor=1.0, **hist)
     assert v.fails and v.machine_factor == 1.0
