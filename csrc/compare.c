@@ -319,7 +319,7 @@ typedef struct {
     double ma, mb, ratio, lo, hi, run_spread;
     Py_ssize_t runs_a, runs_b;
     const char *method;
-    char basis[160];
+    char basis[200];
     const char *advice;
 } judged;
 
@@ -364,16 +364,36 @@ judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
     double spread = isnan(sa_) ? sb_ : isnan(sb_) ? sa_ : sa_ > sb_ ? sa_ : sb_;
     double ea = iv.a.between, eb = iv.b.between;
     double single = isnan(ea) ? eb : isnan(eb) ? ea : ea > eb ? ea : eb;
-    j->run_spread = known >= 0.0 ? known : ra > 1 || rb > 1 ? spread : single;
+    int mixed = (ra > 1) != (rb > 1);   /* one side repeated, the other a single run */
+    int floored = known >= 0.0 && (iv.a.known_floor || iv.b.known_floor);
+    if (ra > 1 || rb > 1)   /* the spread that widened the interval, whichever it was */
+        j->run_spread = fmax(isnan(spread) ? 0.0 : spread,
+                             fmax(mixed ? single : 0.0, floored ? known : 0.0));
+    else
+        j->run_spread = known >= 0.0 ? known : single;
     if (!iv.widened) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
                       "bootstrap of the medians only: a median <= 0 has no log scale to widen "
                       "the interval on");
         j->advice = "";
     }
-    else if (ra > 1 || rb > 1) {
+    else if (mixed) {
+        int as = ra > 1 ? iv.b.assumed : iv.a.assumed;
         PyOS_snprintf(j->basis, sizeof(j->basis),
-                      "%zd and %zd runs, between-run spread ±%.1f%%", ra, rb, 100.0 * spread);
+                      "%zd and %zd runs: between-run spread ±%.1f%% measured on the repeated "
+                      "side, ±%.1f%% %s for the single run", ra, rb, 100.0 * spread,
+                      100.0 * single, known >= 0.0 ? "given" : as ? "assumed" : "(its slow "
+                      "variation)");
+        j->advice = "; repeat both sides, or use compare_callables(a, b)";
+    }
+    else if (ra > 1 || rb > 1) {
+        if (floored)
+            PyOS_snprintf(j->basis, sizeof(j->basis),
+                          "%zd and %zd runs, between-run spread ±%.1f%% measured, the given "
+                          "±%.1f%% used as its floor", ra, rb, 100.0 * spread, 100.0 * known);
+        else
+            PyOS_snprintf(j->basis, sizeof(j->basis),
+                          "%zd and %zd runs, between-run spread ±%.1f%%", ra, rb, 100.0 * spread);
         j->advice = "; more runs (repeat=) or compare_callables(a, b) narrow it";
     }
     else if (known >= 0.0) {
@@ -384,7 +404,7 @@ judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
     else if (iv.a.assumed && iv.b.assumed) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
                       "single runs: a run-to-run spread of ±%.0f%% is assumed, as separate runs "
-                      "of identical code showed; run_spread= sets a measured one",
+                      "of identical code showed; run_spread= (--run-spread) sets a measured one",
                       100.0 * SHP_ASSUMED_RUN_SPREAD);
         j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
     }

@@ -160,13 +160,14 @@ static PyMethodDef shp_methods[] = {
      "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
-     "                       baseline=None, param=None, format='markdown', run_spread=None)\n"
+     "                       baseline=None, param=None, format='markdown', run_spread=None,\n"
+     "                       margin=0.05)\n"
      "--\n\n"
      "-> str\n\n"
      "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
      "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column\n"
-     "(ratio and verdict by compare_benchmarks' rule, with run_spread as there); param adds\n"
-     "a column with each row's params[param]; format='html' renders an HTML table."},
+     "(ratio and verdict by compare_benchmarks' rule, run_spread and margin as there); param\n"
+     "adds a column with each row's params[param]; format='html' renders an HTML table."},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
      "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0, margin=0.05,\n"
      "                   run_spread=None, paired=False)\n--\n\n"

@@ -819,6 +819,7 @@ typedef struct {
                              spread, else the larger of the slow variation and
                              SHP_ASSUMED_RUN_SPREAD); else NaN */
     int assumed;          /* single run: `between` is SHP_ASSUMED_RUN_SPREAD */
+    int known_floor;      /* runs >= 2: the known spread, not the runs', set var */
     int from_runs;        /* var is the spread of the run medians */
 } shp_level;
 

@@ -139,7 +139,7 @@ sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
 }
 
 static PyObject *
-baseline_cell(shp_Stats *s, shp_Stats *base, double known)
+baseline_cell(shp_Stats *s, shp_Stats *base, double known, double margin)
 {
     if (s == base)
         return PyUnicode_FromString("baseline");
@@ -152,10 +152,9 @@ baseline_cell(shp_Stats *s, shp_Stats *base, double known)
     int have_samples = s->samples != NULL && base->samples != NULL &&
                        s->nsamples > 0 && base->nsamples > 0;
     int have_ci = !isnan(s->ci95_low_ms) && !isnan(base->ci95_low_ms) && base->ci95_low_ms > 0;
-    if (have_ci && (!have_samples || base->nsamples + s->nsamples > 20000)) {
-        /* No raw samples (a stats loaded from JSON), or so many that a
-         * bootstrap would take seconds per row: the ratio of the two
-         * medians' own CIs bounds the ratio's CI (conservatively). */
+    if (have_ci && !have_samples) {
+        /* No raw samples (a stats loaded from JSON without them): the ratio
+         * of the two medians' own CIs bounds the ratio's CI (conservatively). */
         lo = s->ci95_low_ms / base->ci95_high_ms;
         hi = s->ci95_high_ms / base->ci95_low_ms;
         /* and, as compare_benchmarks does for single runs, the run-to-run
@@ -164,10 +163,11 @@ baseline_cell(shp_Stats *s, shp_Stats *base, double known)
                    sqrt(2.0);
         lo = fmin(lo, ratio * exp(-q));
         hi = fmax(hi, ratio * exp(q));
-        verdict = shp_judge(ratio, lo, hi, SHP_DEFAULT_MARGIN);
+        verdict = shp_judge(ratio, lo, hi, margin);
     }
     else if (have_samples) {
-        /* the rule of compare_benchmarks (verdict.c), default margin */
+        /* the rule of compare_benchmarks (verdict.c); its bootstrap draws
+         * medians by rank, so even 300,000 samples a side take ~0.1 s */
         Py_ssize_t *sa = NULL, *sb = NULL, ra, rb;
         shp_interval iv;
         int rc = sizes_of(base, &sa, &ra) < 0 || sizes_of(s, &sb, &rb) < 0 ? -1 : 0;
@@ -181,7 +181,7 @@ baseline_cell(shp_Stats *s, shp_Stats *base, double known)
         PyMem_Free(sb);
         if (rc < 0)
             return NULL;
-        verdict = shp_judge(ratio, iv.lo, iv.hi, SHP_DEFAULT_MARGIN);
+        verdict = shp_judge(ratio, iv.lo, iv.hi, margin);
     }
     if (verdict != NULL) {
         char tail[16];
@@ -212,7 +212,7 @@ median_cell(shp_Stats *s)
 
 static int
 build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base,
-          double known)
+          double known, double margin)
 {
     PyObject *row = PyList_New(0);
     if (row == NULL)
@@ -252,7 +252,7 @@ build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats
     if (x->cache &&
         append_obj(row, s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A")) < 0)
         goto error;
-    if (base != NULL && append_obj(row, baseline_cell(s, base, known)) < 0)
+    if (base != NULL && append_obj(row, baseline_cell(s, base, known, margin)) < 0)
         goto error;
     if (PyList_Append(g->rows, row) < 0)
         goto error;
@@ -411,7 +411,7 @@ done:
 /* Render `items` (a list of BenchmarkStats, already checked). */
 static PyObject *
 format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baseline,
-             double known, PyObject *param, int html)
+             double known, double margin, PyObject *param, int html)
 {
     grid g;
     memset(&g, 0, sizeof(g));
@@ -453,7 +453,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
         goto done;
     for (Py_ssize_t i = 0; i < n; i++)
         if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), &x, param,
-                      (shp_Stats *)baseline, known) < 0)
+                      (shp_Stats *)baseline, known, margin) < 0)
             goto done;
     res = render(&g, title, html);
 done:
@@ -519,11 +519,12 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
                            PyObject *kwnames)
 {
     static const char *const names[] = {"stats_list", "title", "throughput_unit",
-                                        "baseline", "param", "format", "run_spread"};
-    static const shp_argspec spec = {"format_benchmark_table", names, 7, 3, 1, 0};
+                                        "baseline", "param", "format", "run_spread",
+                                        "margin"};
+    static const shp_argspec spec = {"format_benchmark_table", names, 8, 3, 1, 0};
     shp_state *st = PyModule_GetState(module);
-    PyObject *v[7];
-    double known = -1.0;
+    PyObject *v[8];
+    double known = -1.0, margin = SHP_DEFAULT_MARGIN;
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
     PyObject *title = v[1] == Py_None ? NULL : v[1];
@@ -546,6 +547,13 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (!(known >= 0.0 && known < 1.0))
             return shp_arg_value_error(FN, "run_spread", "a number in [0, 1) (0.03 = 3%)",
                                        v[6]), NULL;
+    }
+    if (v[7] != NULL) {
+        if (shp_arg_real(v[7], FN, "margin", &margin) < 0)
+            return NULL;
+        if (!(margin >= 0.0 && margin < 1.0))
+            return shp_arg_value_error(FN, "margin", "a number in [0, 1) (0.05 = 5%)", v[7]),
+                   NULL;
     }
     int html = 0;
     if (v[5] != NULL) {
@@ -574,7 +582,7 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         unit = owned_unit = PyUnicode_FromString("FPS");
     PyObject *items = unit ? collect_stats(st, v[0]) : NULL;
     if (items != NULL)
-        res = format_table(items, title, unit, baseline, known, param, html);
+        res = format_table(items, title, unit, baseline, known, margin, param, html);
     Py_XDECREF(items);
     Py_XDECREF(owned_param);
     Py_XDECREF(owned_unit);
@@ -586,7 +594,7 @@ one_row(PyObject *stats, int html)
 {
     PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
     if (items != NULL && unit != NULL)
-        res = format_table(items, NULL, unit, NULL, -1.0, NULL, html);
+        res = format_table(items, NULL, unit, NULL, -1.0, SHP_DEFAULT_MARGIN, NULL, html);
     Py_XDECREF(items);
     Py_XDECREF(unit);
     return res;

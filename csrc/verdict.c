@@ -114,6 +114,16 @@ sum_sq_dev(const double *v, Py_ssize_t n)
     return ss;
 }
 
+/* Welch-Satterthwaite degrees of freedom of var = sampling (dfw df) + a
+ * constant: var^2 / (sampling^2 / dfw), infinite when sampling is 0. */
+static double
+with_known_df(double sampling, double var, Py_ssize_t dfw)
+{
+    if (!(sampling > 0.0))
+        return INFINITY;
+    return var * var / (sampling * sampling / (double)dfw);
+}
+
 int
 shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
                    double known_spread, shp_level *out)
@@ -192,8 +202,9 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
             double v = sampling + known_spread * known_spread / R;
             if (v > out->var) {
                 out->var = v;
-                out->df = (double)dfw;
+                out->df = with_known_df(sampling, v, dfw);
                 out->from_runs = 0;
+                out->known_floor = 1;
             }
         }
     }
@@ -214,7 +225,11 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
         out->between = sqrt(between);
         out->assumed = known_spread < 0.0 && !(slow > floor2);
         out->var = (dfw > 0 ? sampling : 0.0) + between;
-        out->df = dfw > 0 ? (double)dfw : INFINITY;
+        /* a known or assumed spread is a constant, not an estimate: only the
+         * sampling term carries the blocks' few degrees of freedom */
+        out->df = dfw == 0 ? INFINITY
+                : known_spread >= 0.0 || out->assumed ? with_known_df(sampling, out->var, dfw)
+                : (double)dfw;
     }
     PyMem_Free(scratch);
     return 0;
@@ -304,7 +319,7 @@ const char *
 shp_judge(double ratio, double lo, double hi, double margin)
 {
     double up = 1.0 + margin, down = 1.0 / (1.0 + margin);
-    if (!(lo <= hi) || isnan(ratio))
+    if (!(lo <= hi) || !(ratio > 0.0) || !(lo > 0.0))   /* a median <= 0 is no timing */
         return "inconclusive";
     if (lo > 1.0 && ratio > up)
         return "slower";
@@ -329,8 +344,9 @@ shp_judge_reason(const char *verdict, double ratio, double lo, double hi, double
         PyOS_snprintf(buf, size,
                       "the interval [%.3f, %.3f] lies within the %.0f%% margin (%s)", lo, hi, pct,
                       basis);
-    else if (!(lo <= hi) || isnan(ratio))
-        PyOS_snprintf(buf, size, "no interval could be estimated (%s)%s", basis, advice);
+    else if (!(lo <= hi) || !(ratio > 0.0) || !(lo > 0.0))
+        PyOS_snprintf(buf, size, "no interval could be estimated: a median <= 0 or no "
+                      "interval (%s)%s", basis, advice);
     else if ((lo > 1.0 || hi < 1.0))
         PyOS_snprintf(buf, size,
                       "a real difference (interval [%.3f, %.3f] excludes 1) but smaller than the "

@@ -188,6 +188,7 @@ def format_benchmark_table(
     param: Optional[str] = None,
     format: Literal["markdown", "html"] = "markdown",
     run_spread: Optional[float] = None,
+    margin: float = 0.05,
 ) -> str: ...
 def compare_benchmarks(
     baseline: BenchmarkStats,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import warnings
 
 import numpy as np
@@ -46,6 +47,7 @@ def reference_workload():
 
 # The reference next to benchmark(func): REF_BLOCK calls before each of up to
 # REF_SEGMENTS segments of the timed rounds (REF_MIN_SEGMENT rounds each at least)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 REF_SEGMENTS = 8
 REF_MIN_SEGMENT = 5
 REF_BLOCK = 20
@@ -220,6 +222,7 @@ class BenchmarkFixture:
         self.skipped = False
         self.stats = None
         self.warnings = []
+        self._warning_keys = set()
         self.reference_s = None      # median of reference_workload around this benchmark
         self._options = options
         self._add_stats = add_stats
@@ -285,8 +288,12 @@ class BenchmarkFixture:
             stats = benchmark_callable(func, *args, **kw, **kwargs)
         for w in caught:
             if issubclass(w.category, BenchmarkWarning):
+                # one note per kind: the segments of one benchmark(func) run say the same
+                # thing with their own figures (the first segment's is kept)
                 msg = str(w.message)
-                if msg not in self.warnings:
+                key = _NUMBER.sub("#", msg)
+                if key not in self._warning_keys:
+                    self._warning_keys.add(key)
                     self.warnings.append(msg)
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

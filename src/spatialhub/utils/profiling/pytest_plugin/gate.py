@@ -93,7 +93,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         return Verdict(name, "no data", None, None, None, threshold, False,
                        "the saved run has no raw samples (saved by pytest-benchmark without "
                        "--benchmark-save-data?): cannot judge")
-    corrected = machine_factor is not None and machine_factor > 0 and machine_factor != 1.0
+    corrected = (machine_factor is not None and math.isfinite(machine_factor)
+                 and machine_factor > 0 and machine_factor != 1.0)
     if corrected:
         scaled = _stats_from_samples(candidate.samples_ms / machine_factor)
         scaled.name = candidate.name
@@ -118,7 +119,9 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     ratio, lo, hi = float(c.ratio), float(c.ci95_low), float(c.ci95_high)
     fails = threshold is not None and c.verdict == "slower" and ratio > 1.0 + threshold
     reason = f"{c.reason}; {basis}"
-    if corrected or machine_factor is not None:
+    if corrected or machine_factor == 1.0:
         reason += f"; machine speed factor {machine_factor:.3f} taken out"
+    elif machine_factor is not None:
+        reason += f"; machine speed factor {machine_factor!r} unusable: not applied"
     return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, reason,
                    machine_factor if machine_factor is not None else None)

@@ -99,8 +99,14 @@ class BenchmarkSession:
                 data = json.loads(Path(path).read_text(encoding="utf-8"))
                 for b in data["benchmarks"]:
                     med = float(b["stats"]["median"])
-                    ref = (b.get("spatialhub") or {}).get("reference_s") if self.use_reference else None
-                    hist.setdefault(b["fullname"], []).append(med / ref if ref else med)
+                    if self.use_reference:
+                        # corrected medians only: one raw median among them (a run saved
+                        # with the reference off) would read as a huge spread
+                        ref = (b.get("spatialhub") or {}).get("reference_s")
+                        if not ref or not ref > 0:
+                            continue
+                        med /= float(ref)
+                    hist.setdefault(b["fullname"], []).append(med)
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return hist
