@@ -159,9 +159,10 @@ def build_parser():
                            "percent (a CI regression gate; 'inconclusive' does not fail)")
     gate.add_argument("--run-spread", type=_percent, metavar="PCT",
                       help="run-to-run spread of identical code on this machine, in percent "
-                           "(std of log run medians, e.g. from a --processes run's "
-                           "run_spread), for results without repetitions (default: assumed "
-                           "15%%, what separate runs showed on a shared 2-core VM)")
+                           "(std of log run medians: a --processes run's JSON has it as "
+                           "run_spread, a fraction: 0.03 there is 3 here), for results "
+                           "without repetitions (default: assumed 15%%, what separate runs "
+                           "showed on a shared 2-core VM)")
 
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
