@@ -465,12 +465,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         shp_progress_close(&pl, run.n, adaptive ? 0 : o.num_iters,
                            shp_now_ns() - run.start_ns) < 0)
         loop_rc = -1;   /* a Ctrl-C in the closing line: as if it came in the loop */
-    /* Ctrl-C is exactly KeyboardInterrupt (or ours, from a benchmark nested in
-     * func); a subclass the user's code raised is the user's: it goes on unchanged */
-    PyObject *raised = loop_rc < 0 ? PyErr_Occurred() : NULL;
-    int interrupted = raised != NULL && run.n > 0 &&
-                      (raised == PyExc_KeyboardInterrupt ||
-                       PyErr_GivenExceptionMatches(raised, st->interrupted));
+    int interrupted = loop_rc < 0 && run.n > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
     if (loop_rc < 0 && !interrupted)
         goto done;
 
