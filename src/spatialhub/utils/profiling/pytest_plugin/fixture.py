@@ -45,9 +45,10 @@ def reference_workload():
     return len("".join([str(i * 7) for i in range(300)]))
 
 
+# A warning's figures, masked to tell warnings of one kind apart from another kind
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # The reference next to benchmark(func): REF_BLOCK calls before each of up to
 # REF_SEGMENTS segments of the timed rounds (REF_MIN_SEGMENT rounds each at least)
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 REF_SEGMENTS = 8
 REF_MIN_SEGMENT = 5
 REF_BLOCK = 20
@@ -303,8 +304,8 @@ class BenchmarkFixture:
         """The reference is timed for CPU benchmarks only: not with a device or sync_fn
         (device time does not follow the CPU's speed), nor when switched off."""
         o = self._options
-        return not (not o.get("reference", True) or o.get("sync_fn") is not None
-                    or (o.get("device") or "CPU").upper() != "CPU")
+        return (bool(o.get("reference", True)) and o.get("sync_fn") is None
+                and (o.get("device") or "CPU").upper() == "CPU")
 
     def _reference_samples(self, n, warmup=5):
         """``n`` timed calls of ``reference_workload`` (milliseconds)."""
@@ -388,11 +389,10 @@ class BenchmarkFixture:
             if self._reference_on():
                 native, self.reference_s = self._run_interleaved(func, args, kwargs, kw,
                                                                  num_warmup, rounds)
-                self._record(native, 1)
             else:
                 native = self._run_native(func, args, kwargs, **kw, num_warmup=num_warmup,
                                           num_iters=rounds)
-                self._record(native, 1)
+            self._record(native, 1)
         return func(*args, **kwargs)
 
     def _raw_pedantic(self, target, args, kwargs, setup, teardown, rounds, warmup_rounds,
