@@ -318,8 +318,9 @@ INTERLEAVE_SRC = """
 def test_the_reference_is_timed_all_through_the_benchmark_not_only_around_it(tmp_path):
     """benchmark(func) cuts its timed rounds into up to 8 segments with a block of the
     reference workload before each and after the last, so the machine factor sees the
-    machine during the benchmark (docs/guide.md: 11% -> 2.4% spread of a corrected
-    median on a busy 2-core VM).  The rounds and the statistics stay one run."""
+    machine during the benchmark (docs/guide.md, bench/bench_reference.py: a smaller
+    run-to-run spread of the corrected median on a busy 2-core VM).  The rounds and the
+    statistics stay one run."""
     rc, out = run_pytest(tmp_path, INTERLEAVE_SRC, "--benchmark-json=r.json",
                          "--benchmark-max-time=0.05", "--benchmark-max-rounds=400")
     assert rc == 0, out

@@ -325,10 +325,10 @@ class BenchmarkFixture:
     def _run_interleaved(self, func, args, kwargs, kw, num_warmup, rounds):
         """The timed rounds in up to REF_SEGMENTS segments, a short block of the reference
         workload before each and after the last: the machine's speed is sampled all
-        through the benchmark's own window, not only before and after it.  On a 2-core VM
-        whose other hyperthread was busy this took the run-to-run spread of a pure-Python
-        benchmark's corrected median from 11% to 2.4% (docs/guide.md).  Returns the
-        pooled stats and the reference's median (s)."""
+        through the benchmark's own window, not only before and after it: on a busy 2-core
+        VM the corrected median's run-to-run spread was smaller in 10 of 12 measurements
+        (bench/bench_reference.py; docs/guide.md).  Returns the pooled stats and the
+        reference's median (s)."""
         segments = max(1, min(REF_SEGMENTS, rounds // REF_MIN_SEGMENT))
         sizes = [rounds // segments + (i < rounds % segments) for i in range(segments)]
         refs, parts = [], []
