@@ -15,6 +15,13 @@ and, when the released spatialhub 0.1.7 is unpacked where SPATIALHUB_RELEASED_DI
 the released module's own code as well ("released 0.1.7").  All variants run interleaved
 in one process, several rounds, median; the empty loop's cost is subtracted from each.
 
+Then the same scopes with their default memory tracking (issue 19): ours reads RSS at enter
+and exit (a pread of a kept-open /proc/self/statm), the released one calls psutil's
+memory_info() at enter and exit; and ours with track_memory="peak" (the high-water-mark
+window, opt-in).  Targets: a default scope <= 2x the same scope with memory off, and
+<= 0.25x the released default scope (when psutil is installed, which the released module
+needs for RAM).
+
 Target: ours <= 0.35x the released cheapest path (both ways in).  The process CPU clock
 (time.process_time's) is a system call on Linux, twice per scope on both sides: the figure
 also shows that clock floor, measured in C in the same rounds, and the ratio of what each
@@ -33,6 +40,8 @@ from pathlib import Path
 from _common import Figure, ensure_importable, median, print_details, run_script
 
 TARGET = 0.35
+TARGET_MEM_VS_OFF = 2.0
+TARGET_MEM_VS_RELEASED = 0.25
 
 
 class _Node:
@@ -115,6 +124,7 @@ def run(quick=False):
     n = 20_000 if quick else 100_000
     rounds = 5 if quick else 9
     ours = HierarchicalProfiler("bench", track_ram=False)
+    ours_mem = HierarchicalProfiler("bench")            # the default: RSS at enter and exit
     model = ReleasedModelProfiler("bench")
     rel = released_module()
     rel_prof = rel.HierarchicalProfiler("bench", track_ram=False) if rel else None
@@ -157,8 +167,31 @@ def run(quick=False):
             with Lock():
                 pass
 
+    def ours_call_mem(k):
+        p = ours_mem
+        for _ in range(k):
+            with p("stage"):
+                pass
+
+    def ours_timer_mem(k):
+        p = ours_mem
+        for _ in range(k):
+            with Timer("stage", profiler=p):
+                pass
+
+    def ours_timer_peak(k):
+        p = ours_mem
+        for _ in range(k):
+            with Timer("stage", profiler=p, track_memory="peak"):
+                pass
+
     variants = {"bare `with Lock():`": bare_with, "ours call": ours_call, "ours Timer": ours_timer,
-                "released (model) call": model_call, "released (model) Timer": model_timer}
+                "released (model) call": model_call, "released (model) Timer": model_timer,
+                "ours call, default memory": ours_call_mem,
+                "ours Timer, default memory": ours_timer_mem,
+                "ours Timer, track_memory='peak'": ours_timer_peak}
+    peak_every = {"ours Timer, track_memory='peak'": 50}   # ~20 us each: fewer calls
+    rel_mem = rel is not None and getattr(rel, "HAS_PSUTIL", False)
     if rel is not None:
         RT = rel.Timer
 
@@ -176,6 +209,17 @@ def run(quick=False):
 
         variants["released 0.1.7 call"] = rel_call
         variants["released 0.1.7 Timer"] = rel_timer
+        if rel_mem:
+            rel_prof_mem = rel.HierarchicalProfiler("bench")   # track_ram=True: psutil
+
+            def rel_timer_mem(k):
+                p = rel_prof_mem
+                for _ in range(k):
+                    with RT("stage", profiler=p):
+                        pass
+
+            variants["released 0.1.7 Timer, default memory"] = rel_timer_mem
+            peak_every["released 0.1.7 Timer, default memory"] = 10
 
     from spatialhub.utils.profiling import _native
 
@@ -188,14 +232,14 @@ def run(quick=False):
         # the four clock reads any such scope makes (CPU + wall at enter and exit), in C
         clocks.append(_native._scope_clock_floor_ns(n // 4) / 1e9)
         for k, fn in variants.items():
-            samples[k].append(_loop_time(fn, n))
+            samples[k].append(_loop_time(fn, n // peak_every.get(k, 1)))
     floor = median(base)
     clock_ns = median(clocks) * 1e9
     ns = {k: (median(v) - floor) * 1e9 for k, v in samples.items()}
     ns["clock floor (2x process CPU + 2x wall, in C)"] = clock_ns
 
     rows = [[k, f"{v:.0f}"] for k, v in ns.items()]
-    print_details(f"Empty scope, memory tracking off: ns per scope (n={n}, median of "
+    print_details(f"Empty scope: ns per scope (n={n}, median of "
                   f"{rounds} interleaved rounds, empty loop {floor * 1e9:.0f} ns subtracted)",
                   ["variant", "ns / scope"], rows)
     figs = []
@@ -222,6 +266,25 @@ def run(quick=False):
             f"floor of any implementation via {way}: bare `with` {ns['bare `with Lock():`']:.0f} ns "
             f"+ clock reads {clock_ns:.0f} ns = {bound:.0f} ns vs {ns[ref_key]:.0f} ns",
             f"{bound / ns[ref_key]:.2f}x", "-", None))
+    # default memory tracking (issue 19): cheap enough for per-frame code
+    for way in ("call", "Timer"):
+        mem, off = ns[f"ours {way}, default memory"], ns[f"ours {way}"]
+        figs.append(Figure(
+            "9 scope", f"default scope via {way} (RSS at enter and exit): {mem:.0f} ns vs "
+            f"{off:.0f} ns with memory off", f"{mem / off:.2f}x", f"<= {TARGET_MEM_VS_OFF}x",
+            mem / off <= TARGET_MEM_VS_OFF))
+    peak = ns["ours Timer, track_memory='peak'"]
+    figs.append(Figure("9 scope", f"Timer with track_memory='peak' (opt-in): {peak:.0f} ns vs "
+                       f"{ns['ours Timer, default memory']:.0f} ns default",
+                       f"{peak / ns['ours Timer, default memory']:.1f}x", "-", None))
+    if rel_mem:
+        mem, r = ns["ours Timer, default memory"], ns["released 0.1.7 Timer, default memory"]
+        figs.append(Figure(
+            "9 scope", f"default Timer: ours {mem:.0f} ns vs released 0.1.7 (psutil) {r:.0f} ns",
+            f"{mem / r:.2f}x", f"<= {TARGET_MEM_VS_RELEASED}x", mem / r <= TARGET_MEM_VS_RELEASED))
+    elif rel is not None:
+        figs.append(Figure("9 scope", "released 0.1.7 default Timer", "psutil not installed",
+                           "-", None))
     if rel is None:
         figs.append(Figure("9 scope", "released 0.1.7 itself", "not unpacked here", "-", None))
     return figs

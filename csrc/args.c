@@ -130,6 +130,30 @@ shp_arg_flag(PyObject *v, int *out)
 }
 
 int
+shp_arg_memory(PyObject *v, const char *owner, const char *param, int *out)
+{
+    if (PyUnicode_Check(v)) {
+        if (PyUnicode_CompareWithASCIIString(v, "peak") != 0)
+            return shp_arg_value_error(owner, param, "True, False or 'peak'", v);
+        *out = SHP_MEM_PEAK;
+        return 0;
+    }
+    int t;
+    if (shp_arg_flag(v, &t) < 0)
+        return -1;
+    *out = t ? SHP_MEM_RSS : SHP_MEM_OFF;
+    return 0;
+}
+
+PyObject *
+shp_memory_mode_obj(int mode)
+{
+    if (mode == SHP_MEM_PEAK)
+        return PyUnicode_FromString("peak");
+    return PyBool_FromLong(mode != SHP_MEM_OFF);
+}
+
+int
 shp_arg_str(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out)
 {
     if (none_ok && v == Py_None) {

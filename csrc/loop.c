@@ -3,14 +3,17 @@
  *
  * The timed region of every iteration is exactly
  *
- *     sync; t0 = now(); r = func(*args, **kwargs); sync; t1 = now()
+ *     sync; t0 = now(); func(*args, **kwargs); sync; t1 = now()
  *
- * with the call made through vectorcall on arguments prepared once, and the
- * closing timestamp of the native CUDA sync taken before the GIL is taken
- * back.  Everything else -- releasing r, storing the sample, memory
- * telemetry, signal checks, progress, adaptive stopping -- happens between
- * t1 and the next iteration's opening sync.  Samples are integer-valued
- * nanoseconds in a C buffer of doubles.
+ * with the call made through vectorcall on arguments prepared once, its
+ * result released at once, as the expression statement of the seed (and
+ * timeit, pyperf, pytest-benchmark, the released module) releases it:
+ * freeing the output is part of what a pipeline pays per call.  The closing
+ * timestamp of the native CUDA sync is taken before the GIL is taken back.
+ * Everything else -- storing the sample, memory telemetry, signal checks,
+ * progress, adaptive stopping -- happens between t1 and the next
+ * iteration's opening sync.  Samples are integer-valued nanoseconds in a C
+ * buffer of doubles.
  *
  * Before the opening sync, cache="cold" evicts the caches (cachecold.c, and
  * the GPU's L2 through cudatime.c).  On the native CUDA path with events, the
@@ -88,19 +91,18 @@ grow(shp_run *run, shp_hwm_window *ram)
     return 0;
 }
 
-/* Between iterations (never inside t0..t1): memory telemetry, release the
- * result, Ctrl-C.  RAM and VRAM are both sampled while the result is still
- * alive, so that memory it holds counts on either side (a tensor result
- * holding device memory read 0.0 when VRAM was sampled after the release).
- * Steals r.  0 / -1. */
+/* Between iterations (never inside t0..t1): memory telemetry, Ctrl-C.  The
+ * result is gone by now (released inside the timed region): the high-water
+ * mark still holds its pages, a caching allocator (PyTorch, CuPy) still
+ * holds its device memory; only the sampled fallback misses memory that a
+ * result alone held (memory.md).  0 / -1. */
 static int
-after_call(shp_call *p, PyObject *r, shp_hwm_window *ram, int vram, shp_run *run)
+after_call(shp_call *p, shp_hwm_window *ram, int vram, shp_run *run)
 {
     if (ram != NULL)
         shp_window_sample(ram);
     if (vram)
         vram_sample(p, run);
-    Py_DECREF(r);
     if (p->nv_on)
         shp_nvml_watch_sample(p->sync.st, &p->nv, shp_now_ns(), 0);
     return PyErr_CheckSignals();
@@ -207,6 +209,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
             shp_note_current(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
             return -1;
         }
+        Py_DECREF(r);   /* inside the timed region, as `func(...)` as a statement */
         /* with events, also when the host was done: what follows until t1 is
          * the wait for the device */
         int64_t t_ret = 0;
@@ -218,21 +221,18 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (events)
             p->sync.recording = 0;
         if (sync_rc < 0) {
-            Py_DECREF(r);
             shp_note_current(sync_note, name, "after timed", i, min_iters);
             return -1;
         }
         /* ---- outside the timed region ---- */
         if (events) {
-            if (read_event(&p->sync, &run->gpu[i]) < 0) {
-                Py_DECREF(r);
+            if (read_event(&p->sync, &run->gpu[i]) < 0)
                 return -1;
-            }
             run->host[i] = (double)(t_ret - t0);
         }
         run->samples[i] = (double)(t1 - t0);
         run->n = i + 1;
-        if (after_call(p, r, ram, vram, run) < 0 ||
+        if (after_call(p, ram, vram, run) < 0 ||
             shp_progress_tick(pl, i + 1, total, t1, run->start_ns) < 0)
             return -1;
     }
@@ -247,7 +247,11 @@ shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_ru
     for (Py_ssize_t i = 0; i < n; i++) {
         if (p->cold && evict_caches(p) < 0)
             return -1;
-        if (i == 0 && p->sync.kind != SHP_SYNC_NONE && shp_sync_call(&p->sync, NULL) < 0) {
+        /* The native sync drains what the caller queued, so that the first
+         * call's time is its own; a sync_fn of the user's is called exactly
+         * num_warmup + 2 * num_iters times, as the released module's own
+         * test counts (methodology.md). */
+        if (i == 0 && p->sync.kind == SHP_SYNC_NATIVE && shp_sync_call(&p->sync, NULL) < 0) {
             shp_note_current(sync_note, name, "before warm-up", i, n);
             return -1;
         }
@@ -257,14 +261,14 @@ shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_ru
             shp_note_current(func_note, name, phase_names[PHASE_WARMUP], i, n);
             return -1;
         }
+        Py_DECREF(r);
         if (shp_sync_call(&p->sync, &t1) < 0) {
-            Py_DECREF(r);
             shp_note_current(sync_note, name, "after warm-up", i, n);
             return -1;
         }
         if (run->warm != NULL)
             run->warm[i] = (double)(t1 - t0);
-        if (after_call(p, r, ram, vram, run) < 0)
+        if (after_call(p, ram, vram, run) < 0)
             return -1;
     }
     return 0;

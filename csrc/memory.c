@@ -46,6 +46,10 @@ struct shp_hwm_node {
 };
 
 static shp_hwm_node *open_windows = NULL;
+/* Linux: /proc/self/statm kept open for shp_rss_bytes (a pread is ~0.4 us,
+ * an open/read/close ~3x that): opened once, never closed in this process;
+ * a forked child drops it (it names the parent). */
+static int rss_fd = -1;
 /* The process's peak RSS as it stood before this module's latest reset of
  * the kernel's record (bytes; -1 before any reset). */
 static int64_t peak_before_reset = -1;
@@ -80,6 +84,9 @@ static void
 fork_child(void)
 {
     pthread_mutex_init(&windows_mu, NULL);
+    if (rss_fd >= 0)
+        close(rss_fd);
+    rss_fd = -1;
     pthread_t me = pthread_self();
     shp_hwm_node **pp = &open_windows;
     while (*pp != NULL) {
@@ -134,12 +141,24 @@ statm_rss(int fd)
 int64_t
 shp_rss_bytes(void)
 {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int64_t r = statm_rss(fd);
-    close(fd);
-    return r;
+    int fd = __atomic_load_n(&rss_fd, __ATOMIC_ACQUIRE);
+    if (fd < 0) {
+        /* lock-free: callers may hold windows_mu; two first readers race to
+         * install their descriptor and the loser closes its own */
+        register_fork_handlers();
+        int mine = open("/proc/self/statm", O_RDONLY | O_CLOEXEC), expected = -1;
+        if (mine < 0)
+            return -1;
+        if (__atomic_compare_exchange_n(&rss_fd, &expected, mine, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            fd = mine;
+        }
+        else {
+            close(mine);
+            fd = expected;
+        }
+    }
+    return statm_rss(fd);
 }
 
 /* VmHWM from /proc/self/status, bytes; -1 if unreadable. */

@@ -402,6 +402,17 @@ int shp_arg_is_real(PyObject *v);
 int shp_arg_real(PyObject *v, const char *owner, const char *param, double *out);
 /* bool(v) into *out; 0 / -1 (its __bool__ / __len__ may raise). */
 int shp_arg_flag(PyObject *v, int *out);
+/* What a scope measures of host memory (Timer track_memory, a profiler's
+ * track_ram): nothing; RSS at enter and at exit (the default: two reads of
+ * an open /proc/self/statm, the kernel's peak record untouched); or the
+ * true peak through a high-water-mark window (memory.c), opt-in. */
+typedef enum { SHP_MEM_OFF = 0, SHP_MEM_RSS = 1, SHP_MEM_PEAK = 2 } shp_mem_mode;
+/* A memory mode: the str "peak", or any other object by its truth value
+ * (True: SHP_MEM_RSS); any other str is a ValueError naming the choices.
+ * 0 / -1. */
+int shp_arg_memory(PyObject *v, const char *owner, const char *param, int *out);
+/* The mode as users pass it: False, True or 'peak'.  New reference. */
+PyObject *shp_memory_mode_obj(int mode);
 /* A str (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
 int shp_arg_str(PyObject *v, const char *owner, const char *param, int none_ok, PyObject **out);
 /* A CUDA stream handle: an int (a raw CUstream), or an object with
@@ -1128,7 +1139,8 @@ typedef struct {
     PyObject *nodes;             /* list: node registry of this generation, index = id */
     PyTypeObject *node_type;
     PyTypeObject *timer_type;
-    char track_ram, track_vram, sync_cuda;
+    char track_ram;              /* shp_mem_mode */
+    char track_vram, sync_cuda;
     int device_id;
     uint64_t gen;
     shp_ring ring;
@@ -1142,10 +1154,12 @@ typedef struct {
     PyObject *profiler;        /* shp_Profiler, or NULL: records nowhere */
     PyObject *node;            /* the node entered, NULL before the first enter */
     PyObject *token;           /* ContextVar token of the enter (restores the node before) */
-    char track_memory, track_vram, sync_cuda;
-    char active, window_open, have_cuda;
+    char track_memory;         /* shp_mem_mode */
+    char track_vram, sync_cuda;
+    char active, window_open, rss_open, have_cuda;
     int device_id;
     int64_t t0_ns, c0_ns;
+    int64_t rss0;              /* SHP_MEM_RSS: RSS at enter, bytes (rss_open) */
     double elapsed_wall, elapsed_cpu, ram_delta_mb, vram_delta_mb;
     size_t vram_used0;
     shp_cuda_target cuda;

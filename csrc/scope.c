@@ -183,6 +183,17 @@ opt_flag(PyObject *v, int dflt, int *out)
     return shp_arg_flag(v, out);
 }
 
+/* A memory mode (args.c), `dflt` for None or absent. */
+static int
+opt_memory(PyObject *v, int dflt, const char *owner, int *out)
+{
+    if (v == NULL || v == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    return shp_arg_memory(v, owner, "track_ram", out);
+}
+
 /* A CUDA device ordinal in [0, SHP_MAX_CUDA_DEVICES); 0 / -1. */
 static int
 device_id_arg(PyObject *v, const char *owner, int *out)
@@ -206,13 +217,13 @@ Profiler_init(PyObject *op, PyObject *args, PyObject *kwargs)
     shp_Profiler *p = (shp_Profiler *)op;
     PyObject *v[7], *name = NULL, *device = NULL;
     Py_ssize_t capacity = DEFAULT_TRACE_CAPACITY;
-    int track_ram = 1, tv = 0, sc = 0, id = 0;
+    int track_ram = SHP_MEM_RSS, tv = 0, sc = 0, id = 0;
     shp_device dev = {SHP_DEV_CPU, -1, NULL};
     if (shp_args_parse_tuple(&spec, args, kwargs, v) < 0)
         return -1;
     if ((v[0] && shp_arg_str(v[0], fn, "name", 0, &name) < 0) ||
         (v[1] && shp_arg_str(v[1], fn, "device", 0, &device) < 0) ||
-        (v[2] && shp_arg_flag(v[2], &track_ram) < 0) ||
+        (v[2] && shp_arg_memory(v[2], fn, "track_ram", &track_ram) < 0) ||
         (v[6] && shp_arg_ssize(v[6], fn, "trace_capacity", &capacity) < 0))
         return -1;
     if (capacity < 0)
@@ -441,7 +452,7 @@ Profiler_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject
     PyObject *v[4], *name = NULL;
     int tr = 0, tv = 0, sc = 0;
     if (shp_args_parse(&spec, args, PyVectorcall_NARGS(nargsf), kwnames, v) < 0 ||
-        shp_arg_str(v[0], fn, "name", 0, &name) < 0 || opt_flag(v[1], p->track_ram, &tr) < 0 ||
+        shp_arg_str(v[0], fn, "name", 0, &name) < 0 || opt_memory(v[1], p->track_ram, fn, &tr) < 0 ||
         opt_flag(v[2], p->track_vram, &tv) < 0 || opt_flag(v[3], p->sync_cuda, &sc) < 0)
         return NULL;
     PyTypeObject *tp = p->timer_type;
@@ -463,6 +474,28 @@ Profiler_scope(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *
     return Profiler_vectorcall(op, args, (size_t)nargs, kwnames);
 }
 
+static PyObject *
+Profiler_get_track_ram(PyObject *op, void *c)
+{
+    (void)c;
+    return shp_memory_mode_obj(((shp_Profiler *)op)->track_ram);
+}
+
+static int
+Profiler_set_track_ram(PyObject *op, PyObject *v, void *c)
+{
+    (void)c;
+    int mode;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete HierarchicalProfiler.track_ram");
+        return -1;
+    }
+    if (shp_arg_memory(v, "HierarchicalProfiler", "track_ram", &mode) < 0)
+        return -1;
+    ((shp_Profiler *)op)->track_ram = (char)mode;
+    return 0;
+}
+
 static PyGetSetDef profiler_getset[] = {
     {"stack", Profiler_get_stack, NULL,
      "The calling thread's / task's open scopes: a new list [root, ..., current].", NULL},
@@ -472,13 +505,15 @@ static PyGetSetDef profiler_getset[] = {
     {"root_name", Profiler_get_root_name, Profiler_set_root_name,
      "Name of the root node (used by reset()).", NULL},
     {"device", Profiler_get_device, NULL, "Device label given at construction.", NULL},
+    {"track_ram", Profiler_get_track_ram, Profiler_set_track_ram,
+     "Default of scope(track_ram): True (RSS at exit minus at enter), 'peak' (the true "
+     "peak, resetting the process's peak-RSS record) or False.", NULL},
     {"trace_capacity", Profiler_get_capacity, NULL,
      "Most recent scope calls kept for the trace export (0: none).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMemberDef profiler_members[] = {
-    {"track_ram", T_BOOL, offsetof(shp_Profiler, track_ram), 0, "Default of scope(track_ram)."},
     {"track_vram", T_BOOL, offsetof(shp_Profiler, track_vram), 0,
      "Default of scope(track_vram)."},
     {"sync_cuda", T_BOOL, offsetof(shp_Profiler, sync_cuda), 0, "Default of scope(sync_cuda)."},

@@ -2,11 +2,14 @@
  * scopetimer.c -- Timer: one `with` scope, entered and left in C.
  *
  * Enter: the CUDA sync (when asked; native, checked, GIL released), the
- * device-memory baseline, the node (scope.c: per thread / task), a peak-RSS
- * window (memory.c: the high-water-mark windows benchmark_callable uses, so
- * nested scopes and a benchmark inside a scope each get their exact peak),
- * then the CPU and wall clocks, last.  Exit: the closing sync, the clocks
- * first, then the window, device memory, the node's totals and histogram, one
+ * device-memory baseline, the node (scope.c: per thread / task), host memory
+ * -- by default one RSS read (memory.c: an open /proc/self/statm), as the
+ * released scope's end-minus-start did, because a scope goes around
+ * per-frame code; with track_memory="peak" a high-water-mark window, the one
+ * benchmark_callable uses, exact but costly and resetting the process's
+ * peak-RSS record -- then the CPU and wall clocks, last.  Exit: the closing
+ * sync, the clocks first, then host memory, device memory, the node's
+ * totals and histogram, one
  * trace event, and the context's previous node back (through the ContextVar
  * token of the enter: leaving in another thread or asyncio task raises
  * RuntimeError and the scope stays entered where it was entered).  The scope
@@ -27,11 +30,11 @@ timer_from_args(PyTypeObject *type, PyObject *const *args, size_t nargsf, PyObje
                                         "sync_cuda", "device_id"};
     static const shp_argspec spec = {"Timer", names, 6, 6, 1, 0};
     PyObject *v[6], *name = NULL;
-    int tm = 1, tv = 0, sc = 0;
+    int tm = SHP_MEM_RSS, tv = 0, sc = 0;
     Py_ssize_t id = 0;
     if (shp_args_parse(&spec, args, PyVectorcall_NARGS(nargsf), kwnames, v) < 0 ||
         shp_arg_str(v[0], "Timer()", "name", 0, &name) < 0 ||
-        (v[2] && shp_arg_flag(v[2], &tm) < 0) || (v[3] && shp_arg_flag(v[3], &tv) < 0) ||
+        (v[2] && shp_arg_memory(v[2], "Timer()", "track_memory", &tm) < 0) || (v[3] && shp_arg_flag(v[3], &tv) < 0) ||
         (v[4] && shp_arg_flag(v[4], &sc) < 0) ||
         (v[5] && shp_arg_ssize(v[5], "Timer()", "device_id", &id) < 0))
         return NULL;
@@ -241,9 +244,13 @@ Timer_enter(PyObject *op, PyObject *unused)
         Py_XSETREF(t->node, (PyObject *)node);
         Py_XSETREF(t->token, token);
     }
-    if (t->track_memory) {
+    if (t->track_memory == SHP_MEM_PEAK) {
         shp_window_open(&t->win);
         t->window_open = 1;
+    }
+    else if (t->track_memory == SHP_MEM_RSS) {
+        t->rss0 = shp_rss_bytes();
+        t->rss_open = t->rss0 >= 0;
     }
     t->active = 1;
     t->c0_ns = shp_process_cpu_ns();
@@ -296,6 +303,11 @@ Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     if (t->window_open) {
         t->ram_delta_mb = (double)shp_window_close(&t->win) / SHP_MIB;
         t->window_open = 0;
+    }
+    else if (t->rss_open) {
+        int64_t rss1 = shp_rss_bytes();
+        t->ram_delta_mb = rss1 > t->rss0 ? (double)(rss1 - t->rss0) / SHP_MIB : 0.0;
+        t->rss_open = 0;
     }
     if (t->track_vram && rc == 0) {
         shp_state *st = shp_state_from_type(Py_TYPE(t));
@@ -360,7 +372,34 @@ Timer_get_active(PyObject *op, void *c)
     return PyBool_FromLong(((shp_Timer *)op)->active);
 }
 
+static PyObject *
+Timer_get_track_memory(PyObject *op, void *c)
+{
+    (void)c;
+    return shp_memory_mode_obj(((shp_Timer *)op)->track_memory);
+}
+
+/* Takes effect at the next enter (an entered scope leaves as it entered). */
+static int
+Timer_set_track_memory(PyObject *op, PyObject *v, void *c)
+{
+    (void)c;
+    int mode;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete Timer.track_memory");
+        return -1;
+    }
+    if (shp_arg_memory(v, "Timer", "track_memory", &mode) < 0)
+        return -1;
+    ((shp_Timer *)op)->track_memory = (char)mode;
+    return 0;
+}
+
 static PyGetSetDef timer_getset[] = {
+    {"track_memory", Timer_get_track_memory, Timer_set_track_memory,
+     "Host memory of the scope: True (RSS at exit minus at enter, the default), 'peak' "
+     "(the true peak: a high-water-mark window, which resets the process's peak-RSS "
+     "record) or False.", NULL},
     {"node", Timer_get_obj, NULL, "The ProfileNode entered (None before entering).",
      (void *)(intptr_t)0},
     {"profiler", Timer_get_obj, NULL,
@@ -374,7 +413,6 @@ static PyGetSetDef timer_getset[] = {
 
 static PyMemberDef timer_members[] = {
     {"name", T_OBJECT_EX, offsetof(shp_Timer, name), READONLY, "Scope name."},
-    {"track_memory", T_BOOL, offsetof(shp_Timer, track_memory), 0, "Track peak RSS."},
     {"track_vram", T_BOOL, offsetof(shp_Timer, track_vram), 0, "Track device memory."},
     {"sync_cuda", T_BOOL, offsetof(shp_Timer, sync_cuda), 0, "Sync the CUDA device around."},
     {"device_id", T_INT, offsetof(shp_Timer, device_id), READONLY, "CUDA device ordinal."},
@@ -383,7 +421,8 @@ static PyMemberDef timer_members[] = {
     {"elapsed_cpu", T_DOUBLE, offsetof(shp_Timer, elapsed_cpu), READONLY,
      "Process CPU time of the last call, seconds."},
     {"ram_delta_mb", T_DOUBLE, offsetof(shp_Timer, ram_delta_mb), READONLY,
-     "Peak RSS during the last call minus RSS at its start, MiB (>= 0)."},
+     "RSS at the end of the last call minus at its start, MiB (>= 0); with "
+     "track_memory='peak', the peak RSS during it minus at its start."},
     {"vram_delta_mb", T_DOUBLE, offsetof(shp_Timer, vram_delta_mb), READONLY,
      "Device used memory at the end of the last call minus at its start, MiB (>= 0)."},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Timer, weakreflist), READONLY, NULL},
@@ -408,8 +447,9 @@ static PyType_Slot timer_slots[] = {
      "Timer(name, profiler=None, track_memory=True, track_vram=False, sync_cuda=False,\n"
      "      device_id=0)\n\n"
      "Context manager timing its block: elapsed_wall, elapsed_cpu (seconds), ram_delta_mb\n"
-     "(peak RSS, high-water mark), vram_delta_mb; recorded into `profiler` (the module-level\n"
-     "one when None).  The scope is left even when the block raises; the exception goes on."},
+     "(RSS at exit minus at enter; the true peak with track_memory='peak'), vram_delta_mb;\n"
+     "recorded into `profiler` (the module-level one when None).  The scope is left even\n"
+     "when the block raises; the exception goes on."},
     {0, NULL},
 };
 

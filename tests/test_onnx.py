@@ -143,4 +143,4 @@ def test_tensorrt_with_the_users_sync_runs_it_around_every_call():
     res = benchmark_onnx(_session_claiming("TensorrtExecutionProvider"), warmup=2, iters=5,
                          sync_fn=lambda: calls.append(1))
     assert res[0].device == "TensorrtExecutionProvider" and res[0].timed_iters == 5
-    assert len(calls) == 1 + 2 + 2 * 5
+    assert len(calls) == 2 + 2 * 5

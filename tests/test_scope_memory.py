@@ -1,11 +1,16 @@
-"""Peak RSS per scope from the high-water-mark windows benchmark_callable uses: a temporary
-freed before the scope ends is still seen; nested scopes and a benchmark running inside a
-scope each get their own exact peak.  CUDA scopes use the native, checked sync."""
+"""Host memory per scope.  By default a scope reads RSS at enter and at exit (the released
+scope's end-minus-start, never negative) and leaves the process's peak-RSS record alone: a
+scope goes around per-frame code.  With track_memory="peak" (track_ram="peak" on a profiler)
+it opens the high-water-mark window benchmark_callable uses: a temporary freed before the
+scope ends is still seen; nested scopes and a benchmark running inside a scope each get their
+own exact peak.  CUDA scopes use the native, checked sync."""
+import sys
+
 import numpy as np
 import pytest
 
 from spatialhub.utils.profiling import (
-    HierarchicalProfiler, Timer, benchmark_callable, get_cuda_sync_fn,
+    HierarchicalProfiler, Timer, benchmark_callable, get_cuda_sync_fn, timeit,
 )
 
 MB = 1 << 20
@@ -19,6 +24,15 @@ def temporary(mb):
     return s
 
 
+def vm_hwm_kib():
+    """The kernel's peak-RSS record of this process (what time -v and wait4 read)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
 @pytest.fixture(scope="module")
 def hwm():
     import warnings
@@ -29,8 +43,72 @@ def hwm():
         pytest.skip("the kernel's high-water-mark reset is unavailable here")
 
 
-def test_a_freed_temporary_is_seen(hwm):
+# ---- the default: RSS at enter and at exit -------------------------------------------
+
+def test_default_scope_reports_memory_it_keeps():
+    kept = []
     p = HierarchicalProfiler("R")
+    with p("keep") as t:
+        kept.append(np.ones(80 * MB // 8))      # 80 MiB resident after the block
+    assert t.track_memory is True
+    assert 70 <= t.ram_delta_mb <= 90
+    assert p.root.children["keep"].peak_ram_delta_mb == t.ram_delta_mb
+
+
+def test_default_scope_is_end_minus_start_never_negative():
+    big = np.ones(80 * MB // 8)
+    with Timer("free", track_memory=True) as t:
+        del big                                  # RSS falls during the block
+    assert t.ram_delta_mb == 0.0
+    with Timer("temp") as t:
+        temporary(80)                            # freed before the end: not a peak here
+    assert t.ram_delta_mb < 40
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+@pytest.mark.parametrize("make", [
+    lambda p: Timer("t"),
+    lambda p: Timer("t", profiler=p),
+    lambda p: p("s"),
+    lambda p: p.scope("s"),
+])
+def test_no_default_scope_touches_the_process_peak_rss_record(make):
+    p = HierarchicalProfiler("R")
+    temporary(150)                               # the process's peak: >= 150 MiB above now
+    before = vm_hwm_kib()
+    for _ in range(50):
+        with make(p):
+            pass
+    timed = timeit("f", profiler=p)(lambda: None)
+    for _ in range(50):
+        timed()
+    # a reset would bring the record down to the current RSS, 150 MiB lower
+    assert vm_hwm_kib() >= before
+
+
+def test_memory_mode_is_checked_and_reads_back_as_given():
+    assert Timer("a", track_memory=False).track_memory is False
+    assert Timer("a", track_memory="peak").track_memory == "peak"
+    assert HierarchicalProfiler(track_ram="peak").track_ram == "peak"
+    assert HierarchicalProfiler().scope("s").track_memory is True
+    assert HierarchicalProfiler(track_ram="peak").scope("s").track_memory == "peak"
+    with pytest.raises(ValueError, match=r"Timer\(\): track_memory must be True, False or 'peak', got 'max'"):
+        Timer("a", track_memory="max")
+    with pytest.raises(ValueError, match="track_ram must be True, False or 'peak'"):
+        HierarchicalProfiler(track_ram="Peak")
+    with pytest.raises(ValueError, match="track_ram must be True, False or 'peak'"):
+        HierarchicalProfiler().scope("s", track_ram="yes")
+    t = Timer("a")
+    t.track_memory = "peak"
+    assert t.track_memory == "peak"
+    with pytest.raises(ValueError):
+        t.track_memory = "rss?"
+
+
+# ---- track_memory="peak": the high-water-mark window -----------------------------------
+
+def test_a_freed_temporary_is_seen(hwm):
+    p = HierarchicalProfiler("R", track_ram="peak")
     t = p("alloc")
     with t:
         temporary(120)
@@ -39,7 +117,7 @@ def test_a_freed_temporary_is_seen(hwm):
 
 
 def test_nested_windows_each_get_their_own_peak(hwm):
-    p = HierarchicalProfiler("R")
+    p = HierarchicalProfiler("R", track_ram="peak")
     with p("outer") as outer:
         temporary(120)              # before the inner scope opens
         with p("inner") as inner:
@@ -54,7 +132,7 @@ def test_nested_windows_each_get_their_own_peak(hwm):
 
 
 def test_a_benchmark_inside_a_scope(hwm):
-    p = HierarchicalProfiler("R")
+    p = HierarchicalProfiler("R", track_ram="peak")
     with p("bench") as t:
         s = benchmark_callable(temporary, 80, num_warmup=1, num_iters=3)
     assert s.ram_delta_mb >= 60
@@ -71,7 +149,7 @@ def test_track_memory_off_reads_nothing():
 def test_a_timer_dropped_while_open_leaves_no_window_behind(hwm):
     """An abandoned generator with an open scope: the window must leave the process-wide
     list when the Timer dies, or later windows would write into freed memory."""
-    p = HierarchicalProfiler("R")
+    p = HierarchicalProfiler("R", track_ram="peak")
 
     def gen():
         with p("held"):
@@ -79,7 +157,7 @@ def test_a_timer_dropped_while_open_leaves_no_window_behind(hwm):
 
     g = gen()
     next(g)
-    t = Timer("manual", profiler=p)
+    t = Timer("manual", profiler=p, track_memory="peak")
     t.__enter__()
     del t
     g.close()
