@@ -31,8 +31,9 @@
  *     verdict.c   verdicts that hold across runs: level spreads, margin rule
  *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
- *  3. table.c     format_benchmark_table: results as Markdown / HTML (reads
- *                 the result structs below, calls none of their functions)
+ *  3. rendering -- reads the result structs below, calls none of their functions
+ *     cells.c     one cell's text: latencies, megabytes, a parameter, a verdict
+ *     table.c     format_benchmark_table: results as Markdown / HTML
  *  4. Python types -- one type (and its module functions) per file
  *     stats.c     BenchmarkStats
  *     advice.c    a result filled from summary and diagnosis; the stability warning
@@ -1039,6 +1040,25 @@ typedef struct {
     PyObject_HEAD
     double total_mb, free_mb, used_mb;
 } shp_GPUMemoryInfo;
+
+/* ---- cells.c: one cell's text (new str, or NULL with an exception) ------- */
+
+/* prefix + x with `decimals` decimals + suffix, whatever its length. */
+PyObject *shp_cell_num(const char *prefix, double x, int decimals, const char *suffix);
+/* Milliseconds as the table prints them. */
+PyObject *shp_cell_ms(double x);
+/* Megabytes: "+x.x MB", or "0.0 MB" when not above zero. */
+PyObject *shp_cell_mb(double x);
+/* 1 if a stored result's device label reads as CUDA (a label
+ * benchmark_callable would refuse, "cuda:x", still counts); never fails. */
+int shp_cell_is_cuda(PyObject *device);
+/* str(s.params[param]), "" when absent (the user's __eq__ / __str__ run). */
+PyObject *shp_cell_param(shp_Stats *s, PyObject *param);
+/* "baseline" for the baseline itself, else "<ratio>x <verdict>" judged as
+ * compare_benchmarks judges (known: the run spread given, or < 0). */
+PyObject *shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin);
+
+/* ---- table.c ------------------------------------------------------------ */
 
 /* The module functions below are METH_FASTCALL | METH_KEYWORDS entry points:
  * a new reference, or NULL with an exception set. */

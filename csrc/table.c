@@ -26,39 +26,6 @@ typedef struct {
     PyObject *rows;                   /* list of lists of str */
 } grid;
 
-/* prefix + x with `decimals` decimals + suffix, as a str of whatever length
- * it takes (a fixed buffer cut 1e63 and beyond silently).  New reference. */
-static PyObject *
-num_text(const char *prefix, double x, int decimals, const char *suffix)
-{
-    char *digits = PyOS_double_to_string(x, 'f', decimals, 0, NULL);
-    if (digits == NULL)
-        return NULL;
-    PyObject *r = PyUnicode_FromFormat("%s%s%s", prefix, digits, suffix);
-    PyMem_Free(digits);
-    return r;
-}
-
-/* Milliseconds: two decimals, or four significant digits below 0.1 ms. */
-static PyObject *
-fmt_ms(double x)
-{
-    double ax = fabs(x);
-    if (ax != 0.0 && ax < 0.1 && isfinite(ax)) {
-        int decimals = 3 - (int)floor(log10(ax));
-        return num_text("", x, decimals > 12 ? 12 : decimals, "");
-    }
-    return num_text("", x, 2, "");
-}
-
-static PyObject *
-fmt_mb(double x)
-{
-    if (x > 0)
-        return num_text("+", x, 1, " MB");
-    return num_text("", x == 0.0 ? 0.0 : x, 1, " MB");
-}
-
 /* A one-element list holding a new reference to o. */
 static PyObject *
 list_of_one(PyObject *o)
@@ -67,17 +34,6 @@ list_of_one(PyObject *o)
     if (l != NULL)
         PyList_SET_ITEM(l, 0, Py_NewRef(o));
     return l;
-}
-
-/* A stored result's device label, read as benchmark_callable reads it; a
- * label it would refuse ("cuda:x") still counts as CUDA here. */
-static int
-is_cuda_label(PyObject *device)
-{
-    shp_device d;
-    if (shp_device_parse(device, &d) < 0)
-        PyErr_Clear();
-    return d.kind == SHP_DEV_CUDA;
 }
 
 static int
@@ -101,96 +57,6 @@ append_obj(PyObject *row, PyObject *s)
     return rc;
 }
 
-/* str(s.params[param]), "" when absent.  The lookup compares the user's
- * keys (their __eq__ runs) and str() runs the value's code: either may
- * reassign s.params, so the dict and the value are owned across both. */
-static PyObject *
-param_cell(shp_Stats *s, PyObject *param)
-{
-    if (s->params == NULL)
-        return PyUnicode_FromString("");
-    PyObject *params = Py_NewRef(s->params);
-    PyObject *v = PyDict_GetItemWithError(params, param);   /* borrowed: owned below */
-    Py_XINCREF(v);
-    PyObject *r = v != NULL ? PyObject_Str(v)
-                            : PyErr_Occurred() ? NULL : PyUnicode_FromString("");
-    Py_XDECREF(v);
-    Py_DECREF(params);
-    return r;
-}
-
-/* The run sizes of s when they account for its samples, else none. */
-static int
-sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
-{
-    if (shp_counts_array(s->run_sizes, sizes, n) < 0)
-        return -1;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < *n; i++)
-        total += (*sizes)[i];
-    if (*sizes != NULL && total != s->nsamples) {
-        PyMem_Free(*sizes);
-        *sizes = NULL;
-        *n = 0;
-    }
-    if (*sizes == NULL)
-        *n = 1;
-    return 0;
-}
-
-static PyObject *
-baseline_cell(shp_Stats *s, shp_Stats *base, double known, double margin)
-{
-    if (s == base)
-        return PyUnicode_FromString("baseline");
-    if (!(base->median_ms > 0)) {
-        return PyUnicode_FromString("n/a");
-    }
-    double ratio = s->median_ms / base->median_ms, ma, mb, lo, hi;
-    const char *verdict = NULL;
-    /* an empty samples_ms is no samples: its "median" would be read before the buffer */
-    int have_samples = s->samples != NULL && base->samples != NULL &&
-                       s->nsamples > 0 && base->nsamples > 0;
-    int have_ci = !isnan(s->ci95_low_ms) && !isnan(base->ci95_low_ms) && base->ci95_low_ms > 0;
-    if (have_ci && !have_samples) {
-        /* No raw samples (a stats loaded from JSON without them): the ratio
-         * of the two medians' own CIs bounds the ratio's CI (conservatively). */
-        lo = s->ci95_low_ms / base->ci95_high_ms;
-        hi = s->ci95_high_ms / base->ci95_low_ms;
-        /* and, as compare_benchmarks does for single runs, the run-to-run
-         * spread neither run can see (verdict.c): known, or assumed */
-        double q = shp_t975(INFINITY) * (known >= 0.0 ? known : SHP_ASSUMED_RUN_SPREAD) *
-                   sqrt(2.0);
-        lo = fmin(lo, ratio * exp(-q));
-        hi = fmax(hi, ratio * exp(q));
-        verdict = shp_judge(ratio, lo, hi, margin);
-    }
-    else if (have_samples) {
-        /* the rule of compare_benchmarks (verdict.c); its bootstrap draws
-         * medians by rank, so even 300,000 samples a side take ~0.1 s */
-        Py_ssize_t *sa = NULL, *sb = NULL, ra, rb;
-        shp_interval iv;
-        int rc = sizes_of(base, &sa, &ra) < 0 || sizes_of(s, &sb, &rb) < 0 ? -1 : 0;
-        if (rc == 0)
-            rc = shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
-                                     0, 2000, &ma, &mb, &ratio, &lo, &hi);
-        if (rc == 0)
-            rc = shp_widen_interval(base->samples, base->nsamples, sa, ra, s->samples,
-                                    s->nsamples, sb, rb, known, ratio, lo, hi, &iv);
-        PyMem_Free(sa);
-        PyMem_Free(sb);
-        if (rc < 0)
-            return NULL;
-        verdict = shp_judge(ratio, iv.lo, iv.hi, margin);
-    }
-    if (verdict != NULL) {
-        char tail[16];
-        PyOS_snprintf(tail, sizeof(tail), "x %s", verdict);
-        return num_text("", ratio, 2, tail);
-    }
-    return num_text("", ratio, 2, "x");
-}
-
 /* The optional columns: each appears when some row has its figure. */
 typedef struct {
     int vram, first_call, gpu, cache;
@@ -201,7 +67,7 @@ typedef struct {
 static PyObject *
 median_cell(shp_Stats *s)
 {
-    PyObject *med = fmt_ms(s->median_ms);
+    PyObject *med = shp_cell_ms(s->median_ms);
     if (med == NULL || s->stability == NULL ||
         PyUnicode_CompareWithASCIIString(s->stability, "stable") == 0)
         return med;
@@ -219,40 +85,40 @@ build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats
         return -1;
     if (append_obj(row, s->name ? Py_NewRef(s->name) : PyUnicode_FromString("")) < 0)
         goto error;
-    if (param != NULL && append_obj(row, param_cell(s, param)) < 0)
+    if (param != NULL && append_obj(row, shp_cell_param(s, param)) < 0)
         goto error;
     if (append_obj(row, s->device ? Py_NewRef(s->device) : PyUnicode_FromString("")) < 0)
         goto error;
-    PyObject *mean = fmt_ms(s->mean_ms), *std = mean ? fmt_ms(s->std_ms) : NULL;
+    PyObject *mean = shp_cell_ms(s->mean_ms), *std = mean ? shp_cell_ms(s->std_ms) : NULL;
     PyObject *spread = std ? PyUnicode_FromFormat("%U +/- %U", mean, std) : NULL;
     Py_XDECREF(mean);
     Py_XDECREF(std);
     if (append_obj(row, spread) < 0 ||
         append_obj(row, median_cell(s)) < 0 ||
-        append_obj(row, fmt_ms(s->p95_ms)) < 0 ||
-        append_obj(row, num_text("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
-        append_obj(row, fmt_mb(s->ram_delta_mb)) < 0)
+        append_obj(row, shp_cell_ms(s->p95_ms)) < 0 ||
+        append_obj(row, shp_cell_num("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
+        append_obj(row, shp_cell_mb(s->ram_delta_mb)) < 0)
         goto error;
     if (x->vram) {
-        PyObject *cell = s->device != NULL && is_cuda_label(s->device)
-                             ? fmt_mb(s->vram_delta_mb) : PyUnicode_FromString("N/A");
+        PyObject *cell = s->device != NULL && shp_cell_is_cuda(s->device)
+                             ? shp_cell_mb(s->vram_delta_mb) : PyUnicode_FromString("N/A");
         if (append_obj(row, cell) < 0)
             goto error;
     }
     if (x->first_call &&
         append_obj(row, isnan(s->first_call_ms) ? PyUnicode_FromString("N/A")
-                                                : fmt_ms(s->first_call_ms)) < 0)
+                                                : shp_cell_ms(s->first_call_ms)) < 0)
         goto error;
     if (x->gpu &&
         (append_obj(row, isnan(s->gpu_median_ms) ? PyUnicode_FromString("N/A")
-                                                 : fmt_ms(s->gpu_median_ms)) < 0 ||
+                                                 : shp_cell_ms(s->gpu_median_ms)) < 0 ||
          append_obj(row, isnan(s->host_share) ? PyUnicode_FromString("N/A")
-                                              : num_text("", s->host_share * 100.0, 0, "%")) < 0))
+                                              : shp_cell_num("", s->host_share * 100.0, 0, "%")) < 0))
         goto error;
     if (x->cache &&
         append_obj(row, s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A")) < 0)
         goto error;
-    if (base != NULL && append_obj(row, baseline_cell(s, base, known, margin)) < 0)
+    if (base != NULL && append_obj(row, shp_cell_baseline(s, base, known, margin)) < 0)
         goto error;
     if (PyList_Append(g->rows, row) < 0)
         goto error;
@@ -419,7 +285,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
     Py_ssize_t n = PyList_GET_SIZE(items);
     for (Py_ssize_t i = 0; i < n; i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        x.vram |= s->device != NULL && is_cuda_label(s->device);
+        x.vram |= s->device != NULL && shp_cell_is_cuda(s->device);
         x.first_call |= !isnan(s->first_call_ms);
         x.gpu |= !isnan(s->gpu_median_ms);
         x.cache |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;

@@ -1,0 +1,144 @@
+/*
+ * cells.c -- the text of one table cell: latencies, megabytes, a swept
+ * parameter, the vs-Baseline verdict.
+ *
+ * Layer 3, beside table.c, which lays the cells out: the formats are the
+ * pure-Python predecessor's, so existing reports diff cleanly.
+ */
+#include "profiling.h"
+
+#include <math.h>
+
+/* prefix + x with `decimals` decimals + suffix, as a str of whatever length
+ * it takes (a fixed buffer cut 1e63 and beyond silently).  New reference. */
+PyObject *
+shp_cell_num(const char *prefix, double x, int decimals, const char *suffix)
+{
+    char *digits = PyOS_double_to_string(x, 'f', decimals, 0, NULL);
+    if (digits == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("%s%s%s", prefix, digits, suffix);
+    PyMem_Free(digits);
+    return r;
+}
+
+/* Milliseconds: two decimals, or four significant digits below 0.1 ms. */
+PyObject *
+shp_cell_ms(double x)
+{
+    double ax = fabs(x);
+    if (ax != 0.0 && ax < 0.1 && isfinite(ax)) {
+        int decimals = 3 - (int)floor(log10(ax));
+        return shp_cell_num("", x, decimals > 12 ? 12 : decimals, "");
+    }
+    return shp_cell_num("", x, 2, "");
+}
+
+PyObject *
+shp_cell_mb(double x)
+{
+    if (x > 0)
+        return shp_cell_num("+", x, 1, " MB");
+    return shp_cell_num("", x == 0.0 ? 0.0 : x, 1, " MB");
+}
+
+/* A stored result's device label, read as benchmark_callable reads it; a
+ * label it would refuse ("cuda:x") still counts as CUDA here. */
+int
+shp_cell_is_cuda(PyObject *device)
+{
+    shp_device d;
+    if (shp_device_parse(device, &d) < 0)
+        PyErr_Clear();
+    return d.kind == SHP_DEV_CUDA;
+}
+
+/* str(s.params[param]), "" when absent.  The lookup compares the user's
+ * keys (their __eq__ runs) and str() runs the value's code: either may
+ * reassign s.params, so the dict and the value are owned across both. */
+PyObject *
+shp_cell_param(shp_Stats *s, PyObject *param)
+{
+    if (s->params == NULL)
+        return PyUnicode_FromString("");
+    PyObject *params = Py_NewRef(s->params);
+    PyObject *v = PyDict_GetItemWithError(params, param);   /* borrowed: owned below */
+    Py_XINCREF(v);
+    PyObject *r = v != NULL ? PyObject_Str(v)
+                            : PyErr_Occurred() ? NULL : PyUnicode_FromString("");
+    Py_XDECREF(v);
+    Py_DECREF(params);
+    return r;
+}
+
+/* The run sizes of s when they account for its samples, else none. */
+static int
+sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
+{
+    if (shp_counts_array(s->run_sizes, sizes, n) < 0)
+        return -1;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < *n; i++)
+        total += (*sizes)[i];
+    if (*sizes != NULL && total != s->nsamples) {
+        PyMem_Free(*sizes);
+        *sizes = NULL;
+        *n = 0;
+    }
+    if (*sizes == NULL)
+        *n = 1;
+    return 0;
+}
+
+PyObject *
+shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin)
+{
+    if (s == base)
+        return PyUnicode_FromString("baseline");
+    if (!(base->median_ms > 0)) {
+        return PyUnicode_FromString("n/a");
+    }
+    double ratio = s->median_ms / base->median_ms, ma, mb, lo, hi;
+    const char *verdict = NULL;
+    /* an empty samples_ms is no samples: its "median" would be read before the buffer */
+    int have_samples = s->samples != NULL && base->samples != NULL &&
+                       s->nsamples > 0 && base->nsamples > 0;
+    int have_ci = !isnan(s->ci95_low_ms) && !isnan(base->ci95_low_ms) && base->ci95_low_ms > 0;
+    if (have_ci && !have_samples) {
+        /* No raw samples (a stats loaded from JSON without them): the ratio
+         * of the two medians' own CIs bounds the ratio's CI (conservatively). */
+        lo = s->ci95_low_ms / base->ci95_high_ms;
+        hi = s->ci95_high_ms / base->ci95_low_ms;
+        /* and, as compare_benchmarks does for single runs, the run-to-run
+         * spread neither run can see (verdict.c): known, or assumed */
+        double q = shp_t975(INFINITY) * (known >= 0.0 ? known : SHP_ASSUMED_RUN_SPREAD) *
+                   sqrt(2.0);
+        lo = fmin(lo, ratio * exp(-q));
+        hi = fmax(hi, ratio * exp(q));
+        verdict = shp_judge(ratio, lo, hi, margin);
+    }
+    else if (have_samples) {
+        /* the rule of compare_benchmarks (verdict.c); its bootstrap draws
+         * medians by rank, so even 300,000 samples a side take ~0.1 s */
+        Py_ssize_t *sa = NULL, *sb = NULL, ra, rb;
+        shp_interval iv;
+        int rc = sizes_of(base, &sa, &ra) < 0 || sizes_of(s, &sb, &rb) < 0 ? -1 : 0;
+        if (rc == 0)
+            rc = shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
+                                     0, 2000, &ma, &mb, &ratio, &lo, &hi);
+        if (rc == 0)
+            rc = shp_widen_interval(base->samples, base->nsamples, sa, ra, s->samples,
+                                    s->nsamples, sb, rb, known, ratio, lo, hi, &iv);
+        PyMem_Free(sa);
+        PyMem_Free(sb);
+        if (rc < 0)
+            return NULL;
+        verdict = shp_judge(ratio, iv.lo, iv.hi, margin);
+    }
+    if (verdict != NULL) {
+        char tail[16];
+        PyOS_snprintf(tail, sizeof(tail), "x %s", verdict);
+        return shp_cell_num("", ratio, 2, tail);
+    }
+    return shp_cell_num("", ratio, 2, "x");
+}
