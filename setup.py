@@ -23,7 +23,7 @@ SOURCES = [
     "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c",
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c",
-    "cells.c", "table.c",
+    "flags.c", "cells.c", "table.c",
     "stats.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "bench.c",
     "module.c",

@@ -256,7 +256,7 @@ emit_warnings(shp_state *st, shp_Stats *s, const shp_preflight *pf, double overh
             return -1;
     }
     double med_ns = s->median_ms * 1e6;
-    if (overhead_ns > 0 && med_ns < 100.0 * overhead_ns) {
+    if (overhead_ns > 0 && med_ns < SHP_OVERHEAD_FACTOR * overhead_ns) {
         fmt_g(a, sizeof(a), s->median_ms);
         fmt_g(b, sizeof(b), overhead_ns / 1e6);
         if (PyErr_WarnFormat(st->warning, 1,
@@ -341,6 +341,9 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
         s->vram_delta_mb = (double)(run->vram_peak_used - vram_base) / SHP_MIB;
     s->overhead_ms = overhead_ns / 1e6;
     s->target_met = run->target_met;
+    /* busy: measured when either the CPU share or the load average is known */
+    int known = !isnan(o->pf.others_share) || (!isnan(o->pf.load1) && o->pf.ncpu > 0);
+    s->machine_busy = known ? o->pf.busy : -1;
     return s;
 error:
     Py_DECREF(s);

@@ -22,24 +22,47 @@ shp_cell_num(const char *prefix, double x, int decimals, const char *suffix)
     return r;
 }
 
-/* Milliseconds: two decimals, or four significant digits below 0.1 ms. */
+/* The decimals x is printed with: the released module's two, unless that
+ * prints a nonzero value as 0.00 -- then two significant digits, so that
+ * 0.0037 ms reads 0.0037 (the released table printed 0.00 for anything
+ * under 5 us).  12 at most. */
+static int
+ms_decimals(double x)
+{
+    double ax = fabs(x);
+    if (ax == 0.0 || !isfinite(ax) || ax >= 0.005)
+        return 2;
+    int d = 1 - (int)floor(log10(ax));
+    /* 0.00995 rounds up to 0.010 at 3 decimals: one digit fewer keeps two */
+    if (d > 2 && round(ax * pow(10.0, d - 1)) >= 10.0)
+        d--;
+    return d > 12 ? 12 : d;
+}
+
 PyObject *
 shp_cell_ms(double x)
 {
-    double ax = fabs(x);
-    if (ax != 0.0 && ax < 0.1 && isfinite(ax)) {
-        int decimals = 3 - (int)floor(log10(ax));
-        return shp_cell_num("", x, decimals > 12 ? 12 : decimals, "");
-    }
-    return shp_cell_num("", x, 2, "");
+    return shp_cell_num("", x, ms_decimals(x), "");
+}
+
+PyObject *
+shp_cell_spread(double mean, double std)
+{
+    int d = ms_decimals(mean);
+    PyObject *m = shp_cell_num("", mean, d, ""), *s = m ? shp_cell_num("", std, d, "") : NULL;
+    PyObject *r = s ? PyUnicode_FromFormat("%U +/- %U", m, s) : NULL;
+    Py_XDECREF(m);
+    Py_XDECREF(s);
+    return r;
 }
 
 PyObject *
 shp_cell_mb(double x)
 {
+    /* the released module's rule: not above zero (negative, NaN) reads 0.0 MB */
     if (x > 0)
         return shp_cell_num("+", x, 1, " MB");
-    return shp_cell_num("", x == 0.0 ? 0.0 : x, 1, " MB");
+    return PyUnicode_FromString("0.0 MB");
 }
 
 /* A stored result's device label, read as benchmark_callable reads it; a

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-#define SHP_LAUNCH_BOUND 0.8    /* host_share above this: warn (launch-bound) */
 
 /* ---- set-up -------------------------------------------------------------- */
 

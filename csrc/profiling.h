@@ -32,6 +32,7 @@
  *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
  *  3. rendering -- reads the result structs below, calls none of their functions
+ *     flags.c     a result's doubt labels (noisy, busy machine, ...) from its fields
  *     cells.c     one cell's text: latencies, megabytes, a parameter, a verdict
  *     table.c     format_benchmark_table: results as Markdown / HTML
  *  4. Python types -- one type (and its module functions) per file
@@ -194,6 +195,10 @@ int shp_rusage_thread(shp_rusage *out);
 
 /* Per-iteration page faults above which a result warns of allocator state. */
 #define SHP_FAULTS_WARN 256.0
+/* A median under this many times the harness's own floor is overhead-dominated. */
+#define SHP_OVERHEAD_FACTOR 100.0
+/* host_share above this: launch-bound (the GPU had little left when the call returned). */
+#define SHP_LAUNCH_BOUND 0.8
 
 /* ---- cuda.c: the driver table ------------------------------------------ */
 
@@ -1005,6 +1010,7 @@ typedef struct {
     double overhead_ms;
     PyObject *ram_peak_method;
     int target_met;
+    int machine_busy;           /* -1 None (not measured), 0, 1 */
     Py_ssize_t batch_size;
     double torch_max_allocated_mb;
     shp_stability stab;         /* the full diagnosis (C only: for the warning) */
@@ -1041,12 +1047,29 @@ typedef struct {
     double total_mb, free_mb, used_mb;
 } shp_GPUMemoryInfo;
 
+/* ---- flags.c ------------------------------------------------------------ */
+
+#define SHP_MAX_FLAGS 8
+/* The doubt labels of a result ("noisy", "multimodal", "drifting", "busy
+ * machine", "launch-bound", "overhead-dominated", "page faults"), static
+ * strings, in that order; returns how many.  Runs no Python, never fails. */
+int shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS]);
+/* The footnote under a table of `items` (a list of BenchmarkStats): "Flags:
+ * name (multimodal, busy machine); other (noisy)." for the rows that have
+ * any, the names escaped for Markdown or HTML ("<p>...</p>"); "" when no
+ * row has one.  New str, or NULL with an exception. */
+PyObject *shp_flags_footnote(PyObject *items, int html);
+
 /* ---- cells.c: one cell's text (new str, or NULL with an exception) ------- */
 
 /* prefix + x with `decimals` decimals + suffix, whatever its length. */
 PyObject *shp_cell_num(const char *prefix, double x, int decimals, const char *suffix);
-/* Milliseconds as the table prints them. */
+/* Milliseconds as the table prints them: the released module's two
+ * decimals, or two significant digits where that would print a nonzero
+ * value as 0.00. */
 PyObject *shp_cell_ms(double x);
+/* "<mean> +/- <std>", the std at the mean's decimal place. */
+PyObject *shp_cell_spread(double mean, double std);
 /* Megabytes: "+x.x MB", or "0.0 MB" when not above zero. */
 PyObject *shp_cell_mb(double x);
 /* 1 if a stored result's device label reads as CUDA (a label

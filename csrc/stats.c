@@ -52,6 +52,9 @@ static const shp_field stats_fields[] = {
        "How ram_delta_mb was measured: 'hwm', 'sampled' or 'off'."),
     KW("target_met", SHP_F_OPT_BOOL, target_met, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
        "Adaptive runs: whether target_rel_ci was reached (None when not adaptive)."),
+    KW("machine_busy", SHP_F_OPT_BOOL, machine_busy, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "The machine was busy when the run started: other processes used over 25% of all CPU "
+       "time just before (the load average where that is unknown); None: not measured."),
     KW("batch_size", SHP_F_COUNT, batch_size, SHP_R_NONE, 1.0, SHP_SHOW_IF_SET,
        "Items processed per call; throughput = fps * batch_size."),
     KW("torch_max_allocated_mb", SHP_F_OPT_DOUBLE, torch_max_allocated_mb, SHP_R_MB, 0, SHP_SHOW_IF_SET,
@@ -302,15 +305,38 @@ Stats_get_throughput(PyObject *op, void *closure)
     return PyFloat_FromDouble(self->fps * (double)self->batch_size);
 }
 
+/* The doubt labels (flags.c) as a tuple of str. */
+static PyObject *
+Stats_get_flags(PyObject *op, void *closure)
+{
+    (void)closure;
+    const char *labels[SHP_MAX_FLAGS];
+    int n = shp_stats_flags((shp_Stats *)op, labels);
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t != NULL && i < n; i++) {
+        PyObject *s = PyUnicode_InternFromString(labels[i]);
+        if (s == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
 static const PyGetSetDef stats_extra_getset[] = {
     {"samples_ms", Stats_get_samples, NULL,
      "Raw per-iteration latencies (ms) in iteration order: a read-only float64 NumPy view "
      "of the buffer this object owns, or None.", NULL},
     {"throughput", Stats_get_throughput, NULL, "fps * batch_size: items per second.", NULL},
+    {"flags", Stats_get_flags, NULL,
+     "What makes the figures doubtful, as short labels (a tuple of str, empty when "
+     "nothing): 'noisy', 'multimodal', 'drifting', 'busy machine', 'launch-bound', "
+     "'overhead-dominated', 'page faults'.  Read from the other fields; the table prints "
+     "them as a footnote.", NULL},
     {NULL},
 };
 
-static PyGetSetDef stats_getset[N_STATS_FIELDS + 3];
+static PyGetSetDef stats_getset[N_STATS_FIELDS + 4];
 
 /* ---- methods ----------------------------------------------------------- */
 

@@ -1,11 +1,15 @@
 /*
  * table.c -- format_benchmark_table: Markdown (and HTML for notebooks).
  *
- * The layout is the pure-Python predecessor's, so existing reports diff
- * cleanly; two of its habits are not kept: a latency under 0.1 ms keeps
- * four significant digits instead of printing 0.00, and a '|' in a name is
- * escaped instead of breaking the row.  Cells are built once as plain text
- * with a per-column decoration, then rendered as Markdown or HTML.
+ * By default the layout is the released module's, byte for byte for the
+ * same stats (its columns, header text and cell formats: cells.c), so
+ * reports made before and after switching line up.  Beyond it, without
+ * breaking it: a latency that would print as 0.00 keeps two significant
+ * digits, a '|' in a name is escaped instead of breaking the row, extra
+ * columns come only when asked for (columns=), and what makes a row's
+ * figures doubtful (flags.c) is a footnote under the table, never a cell.
+ * Cells are built once as plain text with a per-column decoration, then
+ * rendered as Markdown or HTML.
  */
 #include "profiling.h"
 
@@ -57,27 +61,138 @@ append_obj(PyObject *row, PyObject *s)
     return rc;
 }
 
-/* The optional columns: each appears when some row has its figure. */
-typedef struct {
-    int vram, first_call, gpu, cache;
-} extra_cols;
+/* The columns beyond the released layout, by the names columns= takes. */
+typedef enum {
+    X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE, N_EXTRA
+} extra_id;
+static const char *const extra_keys[N_EXTRA] = {
+    "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
+};
+static const char *const extra_headers[N_EXTRA] = {
+    "First Call (ms)", "P99 (ms)", "95% CI (ms)", "Min (ms)", "Max (ms)", "GPU Median (ms)",
+    "Host Share", "Cache",
+};
+#define EXTRA_CHOICES "None, 'auto', or names from first_call, p99, ci95, min, max, gpu, " \
+                      "host_share, cache"
 
-/* The median, marked "(noisy)" etc. when the run was not stable
- * (stability.c): the headline figure is where the doubt belongs. */
+typedef struct {
+    int auto_cols;            /* columns="auto": those some row has a figure for */
+    int n;
+    extra_id id[N_EXTRA];     /* in the order asked, each once */
+} extras;
+
 static PyObject *
-median_cell(shp_Stats *s)
+opt_ms(double x)
 {
-    PyObject *med = shp_cell_ms(s->median_ms);
-    if (med == NULL || s->stability == NULL ||
-        PyUnicode_CompareWithASCIIString(s->stability, "stable") == 0)
-        return med;
-    PyObject *cell = PyUnicode_FromFormat("%U (%U)", med, s->stability);
-    Py_DECREF(med);
-    return cell;
+    return isnan(x) ? PyUnicode_FromString("N/A") : shp_cell_ms(x);
+}
+
+static PyObject *
+extra_cell(shp_Stats *s, extra_id id)
+{
+    switch (id) {
+    case X_FIRST_CALL: return opt_ms(s->first_call_ms);
+    case X_P99: return opt_ms(s->p99_ms);
+    case X_CI95: {
+        if (isnan(s->ci95_low_ms) || isnan(s->ci95_high_ms))
+            return PyUnicode_FromString("N/A");
+        PyObject *lo = shp_cell_ms(s->ci95_low_ms), *hi = lo ? shp_cell_ms(s->ci95_high_ms) : NULL;
+        PyObject *r = hi ? PyUnicode_FromFormat("%U to %U", lo, hi) : NULL;
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        return r;
+    }
+    case X_MIN: return shp_cell_ms(s->min_ms);
+    case X_MAX: return shp_cell_ms(s->max_ms);
+    case X_GPU: return opt_ms(s->gpu_median_ms);
+    case X_HOST_SHARE:
+        return isnan(s->host_share) ? PyUnicode_FromString("N/A")
+                                    : shp_cell_num("", s->host_share * 100.0, 0, "%");
+    case X_CACHE:
+        return s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A");
+    default:
+        break;
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown table column");
+    return NULL;
+}
+
+static void
+add_extra(extras *x, extra_id id)
+{
+    for (int i = 0; i < x->n; i++)
+        if (x->id[i] == id)
+            return;
+    x->id[x->n++] = id;
+}
+
+/* One name of columns= into x; 0 / -1 (ValueError naming the choices). */
+static int
+add_named(extras *x, PyObject *name)
+{
+    for (int k = 0; PyUnicode_Check(name) && k < N_EXTRA; k++)
+        if (PyUnicode_CompareWithASCIIString(name, extra_keys[k]) == 0) {
+            add_extra(x, (extra_id)k);
+            return 0;
+        }
+    return shp_arg_value_error(FN, "columns", EXTRA_CHOICES, name);
+}
+
+/* columns= : None, "auto", one name, or an iterable of names.  0 / -1. */
+static int
+parse_columns(PyObject *v, extras *x)
+{
+    memset(x, 0, sizeof(*x));
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (PyUnicode_Check(v)) {
+        if (PyUnicode_CompareWithASCIIString(v, "auto") == 0) {
+            x->auto_cols = 1;
+            return 0;
+        }
+        return add_named(x, v);
+    }
+    PyObject *it = PyObject_GetIter(v), *item;
+    if (it == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            shp_arg_type_error(FN, "columns", EXTRA_CHOICES, v);
+        }
+        return -1;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        int rc = add_named(x, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            break;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* columns="auto": first call, GPU time and cache state where some row has them. */
+static void
+resolve_auto(extras *x, PyObject *items)
+{
+    int first = 0, gpu = 0, cold = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
+        first |= !isnan(s->first_call_ms);
+        gpu |= !isnan(s->gpu_median_ms);
+        cold |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
+    }
+    if (first)
+        add_extra(x, X_FIRST_CALL);
+    if (gpu) {
+        add_extra(x, X_GPU);
+        add_extra(x, X_HOST_SHARE);
+    }
+    if (cold)
+        add_extra(x, X_CACHE);
 }
 
 static int
-build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats *base,
+build_row(grid *g, shp_Stats *s, int vram, const extras *x, PyObject *param, shp_Stats *base,
           double known, double margin)
 {
     PyObject *row = PyList_New(0);
@@ -87,37 +202,21 @@ build_row(grid *g, shp_Stats *s, const extra_cols *x, PyObject *param, shp_Stats
         goto error;
     if (param != NULL && append_obj(row, shp_cell_param(s, param)) < 0)
         goto error;
-    if (append_obj(row, s->device ? Py_NewRef(s->device) : PyUnicode_FromString("")) < 0)
-        goto error;
-    PyObject *mean = shp_cell_ms(s->mean_ms), *std = mean ? shp_cell_ms(s->std_ms) : NULL;
-    PyObject *spread = std ? PyUnicode_FromFormat("%U +/- %U", mean, std) : NULL;
-    Py_XDECREF(mean);
-    Py_XDECREF(std);
-    if (append_obj(row, spread) < 0 ||
-        append_obj(row, median_cell(s)) < 0 ||
+    if (append_obj(row, s->device ? Py_NewRef(s->device) : PyUnicode_FromString("")) < 0 ||
+        append_obj(row, shp_cell_spread(s->mean_ms, s->std_ms)) < 0 ||
+        append_obj(row, shp_cell_ms(s->median_ms)) < 0 ||
         append_obj(row, shp_cell_ms(s->p95_ms)) < 0 ||
         append_obj(row, shp_cell_num("", s->fps * (double)s->batch_size, 1, "")) < 0 ||
         append_obj(row, shp_cell_mb(s->ram_delta_mb)) < 0)
         goto error;
-    if (x->vram) {
-        PyObject *cell = s->device != NULL && shp_cell_is_cuda(s->device)
-                             ? shp_cell_mb(s->vram_delta_mb) : PyUnicode_FromString("N/A");
-        if (append_obj(row, cell) < 0)
+    /* the released rule: with any CUDA row, a VRAM column; N/A on the others */
+    if (vram && append_obj(row, s->device != NULL && shp_cell_is_cuda(s->device)
+                                    ? shp_cell_mb(s->vram_delta_mb)
+                                    : PyUnicode_FromString("N/A")) < 0)
+        goto error;
+    for (int i = 0; i < x->n; i++)
+        if (append_obj(row, extra_cell(s, x->id[i])) < 0)
             goto error;
-    }
-    if (x->first_call &&
-        append_obj(row, isnan(s->first_call_ms) ? PyUnicode_FromString("N/A")
-                                                : shp_cell_ms(s->first_call_ms)) < 0)
-        goto error;
-    if (x->gpu &&
-        (append_obj(row, isnan(s->gpu_median_ms) ? PyUnicode_FromString("N/A")
-                                                 : shp_cell_ms(s->gpu_median_ms)) < 0 ||
-         append_obj(row, isnan(s->host_share) ? PyUnicode_FromString("N/A")
-                                              : shp_cell_num("", s->host_share * 100.0, 0, "%")) < 0))
-        goto error;
-    if (x->cache &&
-        append_obj(row, s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A")) < 0)
-        goto error;
     if (base != NULL && append_obj(row, shp_cell_baseline(s, base, known, margin)) < 0)
         goto error;
     if (PyList_Append(g->rows, row) < 0)
@@ -191,7 +290,7 @@ emit_line(PyObject *lines, PyObject *cells, const char *open, const char *sep, c
 }
 
 static PyObject *
-render(grid *g, PyObject *title, int html)
+render(grid *g, PyObject *title, PyObject *note, int html)
 {
     PyObject *lines = PyList_New(0), *cells = NULL, *line = NULL, *res = NULL;
     if (lines == NULL)
@@ -262,6 +361,10 @@ render(grid *g, PyObject *title, int html)
     }
     if (html && append_cell(lines, "</tbody>\n</table>") < 0)
         goto done;
+    /* the flags: a footnote line under the table, after a blank line */
+    if (PyUnicode_GET_LENGTH(note) > 0 &&
+        ((!html && append_cell(lines, "") < 0) || PyList_Append(lines, note) < 0))
+        goto done;
     PyObject *nl = PyUnicode_FromString("\n");
     if (nl == NULL)
         goto done;
@@ -277,20 +380,20 @@ done:
 /* Render `items` (a list of BenchmarkStats, already checked). */
 static PyObject *
 format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baseline,
-             double known, double margin, PyObject *param, int html)
+             double known, double margin, PyObject *param, const extras *asked, int html)
 {
     grid g;
     memset(&g, 0, sizeof(g));
-    extra_cols x = {0, 0, 0, 0};
+    extras x = *asked;
+    int vram = 0;
     Py_ssize_t n = PyList_GET_SIZE(items);
     for (Py_ssize_t i = 0; i < n; i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        x.vram |= s->device != NULL && shp_cell_is_cuda(s->device);
-        x.first_call |= !isnan(s->first_call_ms);
-        x.gpu |= !isnan(s->gpu_median_ms);
-        x.cache |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
+        vram |= s->device != NULL && shp_cell_is_cuda(s->device);
     }
-    PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *res = NULL;
+    if (x.auto_cols)
+        resolve_auto(&x, items);
+    PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *note = NULL, *res = NULL;
     if (tput == NULL)
         return NULL;
     add_col(&g, "Model / Target", NULL, DEC_BOLD);
@@ -302,27 +405,24 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
     add_col(&g, "P95 (ms)", NULL, DEC_PLAIN);
     add_col(&g, NULL, tput, DEC_BOLD);
     add_col(&g, "Peak RAM Delta", NULL, DEC_PLAIN);
-    if (x.vram)
+    if (vram)
         add_col(&g, "Peak VRAM Delta", NULL, DEC_PLAIN);
-    if (x.first_call)
-        add_col(&g, "First Call (ms)", NULL, DEC_PLAIN);
-    if (x.gpu) {
-        add_col(&g, "GPU Median (ms)", NULL, DEC_PLAIN);
-        add_col(&g, "Host Share", NULL, DEC_PLAIN);
-    }
-    if (x.cache)
-        add_col(&g, "Cache", NULL, DEC_PLAIN);
+    for (int i = 0; i < x.n; i++)
+        add_col(&g, extra_headers[x.id[i]], NULL, DEC_PLAIN);
     if (baseline != NULL)
         add_col(&g, "vs Baseline", NULL, DEC_PLAIN);
     g.rows = PyList_New(0);
     if (g.rows == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), &x, param,
+        if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), vram, &x, param,
                       (shp_Stats *)baseline, known, margin) < 0)
             goto done;
-    res = render(&g, title, html);
+    note = shp_flags_footnote(items, html);
+    if (note != NULL)
+        res = render(&g, title, note, html);
 done:
+    Py_XDECREF(note);
     Py_XDECREF(g.rows);
     Py_DECREF(tput);
     return res;
@@ -386,10 +486,11 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
 {
     static const char *const names[] = {"stats_list", "title", "throughput_unit",
                                         "baseline", "param", "format", "run_spread",
-                                        "margin"};
-    static const shp_argspec spec = {"format_benchmark_table", names, 8, 3, 1, 0};
+                                        "margin", "columns"};
+    static const shp_argspec spec = {"format_benchmark_table", names, 9, 3, 1, 0};
     shp_state *st = PyModule_GetState(module);
-    PyObject *v[8];
+    PyObject *v[9];
+    extras x;
     double known = -1.0, margin = SHP_DEFAULT_MARGIN;
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
@@ -421,6 +522,8 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
             return shp_arg_value_error(FN, "margin", "a number in [0, 1) (0.05 = 5%)", v[7]),
                    NULL;
     }
+    if (parse_columns(v[8], &x) < 0)
+        return NULL;
     int html = 0;
     if (v[5] != NULL) {
         if (PyUnicode_Check(v[5]) && PyUnicode_CompareWithASCIIString(v[5], "html") == 0)
@@ -448,19 +551,22 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
         unit = owned_unit = PyUnicode_FromString("FPS");
     PyObject *items = unit ? collect_stats(st, v[0]) : NULL;
     if (items != NULL)
-        res = format_table(items, title, unit, baseline, known, margin, param, html);
+        res = format_table(items, title, unit, baseline, known, margin, param, &x, html);
     Py_XDECREF(items);
     Py_XDECREF(owned_param);
     Py_XDECREF(owned_unit);
     return res;
 }
 
+/* The notebook reprs show more than the released layout: the extra
+ * columns the result has figures for. */
 static PyObject *
 one_row(PyObject *stats, int html)
 {
     PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
+    extras x = {1, 0, {0}};
     if (items != NULL && unit != NULL)
-        res = format_table(items, NULL, unit, NULL, -1.0, SHP_DEFAULT_MARGIN, NULL, html);
+        res = format_table(items, NULL, unit, NULL, -1.0, SHP_DEFAULT_MARGIN, NULL, &x, html);
     Py_XDECREF(items);
     Py_XDECREF(unit);
     return res;

@@ -16,6 +16,26 @@ def native():
     return _native
 
 
+@pytest.fixture(scope="session")
+def released():
+    """The released spatialhub 0.1.7's profiling.py, loaded under its own name beside ours,
+    from its wheel unpacked where SPATIALHUB_RELEASED_DIR points (default /tmp/rel/whl: `pip
+    download --no-deps spatialhub==0.1.7` and unzip it there; CI does)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ.get("SPATIALHUB_RELEASED_DIR", "/tmp/rel/whl"))
+    path = root / "spatialhub" / "utils" / "profiling.py"
+    if not path.is_file():
+        pytest.skip("the released spatialhub 0.1.7 is not unpacked here")
+    spec = importlib.util.spec_from_file_location("released_profiling", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["released_profiling"] = mod   # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture
 def make_stats():
     """A BenchmarkStats with the seed's 13 fields, overridable by keyword."""

@@ -132,7 +132,8 @@ def test_sweep_plot_and_result_flag_unstable_points():
         s.params, s.batch_size = {"batch_size": b}, b
     res = SweepResult(steady + [bimodal], param="batch_size")
     assert res.unstable == [(4, "multimodal")]
-    assert "(multimodal) |" in res.to_table().splitlines()[-1]   # the table marks the row
+    # the table flags the row in its footnote (never inside a cell)
+    assert res.to_table().splitlines()[-1] == "Flags: samples (multimodal)."
     fig = plot_sweep(res)
     for ax in fig.axes:
         assert "unstable: multimodal" in legend_texts(ax)

@@ -2,11 +2,7 @@
 logs them (logger name, level, text), the Markdown / HTML tree tables, to_dict / JSON."""
 import json
 import logging
-import os
-import sys
-from pathlib import Path
 
-import pytest
 
 from spatialhub.utils.profiling import HierarchicalProfiler
 
@@ -61,23 +57,8 @@ def test_summary_logs_the_released_lines_byte_for_byte(caplog):
     assert [r.getMessage() for r in records] == EXPECTED_SUMMARY
 
 
-def _released_module():
-    """The released profiling.py, loaded from an unpacked 0.1.7 wheel when one is around
-    (SPATIALHUB_RELEASED_DIR, or /tmp/rel/whl as the issue's instructions unpack it)."""
-    import importlib.util
-    root = Path(os.environ.get("SPATIALHUB_RELEASED_DIR", "/tmp/rel/whl"))
-    path = root / "spatialhub" / "utils" / "profiling.py"
-    if not path.is_file():
-        pytest.skip("the released spatialhub 0.1.7 is not unpacked here")
-    spec = importlib.util.spec_from_file_location("released_profiling", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["released_profiling"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_summary_equals_the_released_module_on_the_same_tree(caplog):
-    rel = _released_module()
+def test_summary_equals_the_released_module_on_the_same_tree(caplog, released):
+    rel = released
     ours = fixed_tree()
     theirs = rel.HierarchicalProfiler("Pipeline")
 

@@ -1,4 +1,7 @@
-"""format_benchmark_table keeps the predecessor's layout, minus its defects."""
+"""format_benchmark_table: by default the released module's layout, byte for byte for the same
+stats (tests/test_released_module.py compares against its own code); a value that would print
+as 0.00 keeps two significant digits, extra columns only on request (columns=), and what makes
+a row doubtful is a footnote under the table, never inside a cell."""
 import numpy as np
 import pytest
 
@@ -32,10 +35,23 @@ def test_title_and_cuda_vram_column(make_stats):
     assert not format_benchmark_table(cpu).endswith("\n")
 
 
-def test_sub_100_microsecond_times_keep_four_significant_digits(make_stats):
+def test_a_value_that_would_print_as_zero_keeps_two_significant_digits(make_stats):
+    # the released table prints 0.00 for anything under 5 us; ours keeps 2 significant
+    # digits there, the +/- at the mean's decimal place, and the released 2 decimals elsewhere
     s = make_stats(mean_ms=0.0001234, std_ms=0.00005, median_ms=0.0456789, p95_ms=0.1)
     row = format_benchmark_table(s).split("\n")[2]
-    assert "| 0.0001234 +/- 0.00005000 | 0.04568 | 0.10 |" in row
+    assert "| 0.00012 +/- 0.00005 | 0.05 | 0.10 |" in row
+    s = make_stats(mean_ms=0.0037, std_ms=0.0123, median_ms=0.00368, p95_ms=0.000996)
+    assert "| 0.0037 +/- 0.0123 | 0.0037 | 0.0010 |" in format_benchmark_table(s)
+    s = make_stats(mean_ms=1.01, std_ms=0.08605, median_ms=0.0, p95_ms=-0.001)
+    assert "| 1.01 +/- 0.09 | 0.00 | -0.0010 |" in format_benchmark_table(s)
+
+
+def test_memory_cells_follow_the_released_rule(make_stats):
+    # "+{:.1f} MB" above zero (so a 40 kB delta reads +0.0 MB), "0.0 MB" otherwise
+    for ram, cell in ((3.25, "+3.2 MB"), (0.04, "+0.0 MB"), (0.0, "0.0 MB"), (-2.0, "0.0 MB"),
+                      (float("nan"), "0.0 MB")):
+        assert format_benchmark_table(make_stats(ram_delta_mb=ram)).endswith(f"| {cell} |")
 
 
 def test_throughput_unit_and_batch(make_stats):
@@ -139,13 +155,51 @@ def test_baseline_column_with_samples_follows_compare_benchmarks_run_spread():
     assert compare_benchmarks(a, b, run_spread=0.02).verdict == "slower"
 
 
-def test_cold_start_gpu_time_and_cache_columns_appear_when_a_row_has_them(make_stats):
+def test_extra_columns_only_when_asked_for(make_stats):
+    rich = make_stats(name="rich", device="cuda:0", first_call_ms=812.5, gpu_median_ms=0.75,
+                      host_share=0.25, cache="cold", p99_ms=3.5, ci95_low_ms=1.1,
+                      ci95_high_ms=1.3)
+    lines = format_benchmark_table(rich).split("\n")
+    assert lines[0] == HEADER + " Peak VRAM Delta |"   # the released columns, nothing else
+    plain = make_stats(name="plain", min_ms=0.9, max_ms=7.0)
+    t = format_benchmark_table([rich, plain], columns=["p99", "ci95", "max"]).split("\n")
+    assert t[0] == HEADER + " Peak VRAM Delta | P99 (ms) | 95% CI (ms) | Max (ms) |"
+    assert t[2].endswith("| 3.50 | 1.10 to 1.30 | 3.00 |"), t[2]
+    assert t[3].endswith("| N/A | N/A | N/A | 7.00 |"), t[3]
+    assert format_benchmark_table(plain, columns="min").split("\n")[0].endswith("| Min (ms) |")
+    assert (format_benchmark_table(plain, columns=("min", "min"))
+            == format_benchmark_table(plain, columns=["min"]))
+    with pytest.raises(ValueError, match=r"columns must be None, 'auto', or names from .*got 'p98'"):
+        format_benchmark_table(plain, columns=["p99", "p98"])
+    with pytest.raises(TypeError, match="columns"):
+        format_benchmark_table(plain, columns=3)
+
+
+def test_flags_are_a_footnote_never_a_cell(make_stats):
+    calm = make_stats(name="calm", stability="stable")
+    shaky = make_stats(name="sha|ky", median_ms=0.001, overhead_ms=0.00004,
+                       stability="multimodal", machine_busy=True)
+    assert calm.flags == () and shaky.flags == ("multimodal", "busy machine",
+                                                "overhead-dominated")
+    t = format_benchmark_table([calm, shaky]).split("\n")
+    assert len(t) == 6 and t[4] == ""
+    assert t[5] == "Flags: sha\\|ky (multimodal, busy machine, overhead-dominated)."
+    assert "multimodal" not in "\n".join(t[:4])   # no "(multimodal)" in the median cell
+    assert format_benchmark_table(calm).count("\n") == 2   # no footnote, no blank line
+    html = format_benchmark_table([shaky], format="html")
+    assert html.endswith("</table>\n<p>Flags: sha|ky (multimodal, busy machine, "
+                         "overhead-dominated).</p>")
+    faults = make_stats(name="f", minor_faults_per_iter=1770.0, host_share=0.9)
+    assert faults.flags == ("launch-bound", "page faults")
+
+
+def test_cold_start_gpu_time_and_cache_columns_with_columns_auto(make_stats):
     plain = make_stats(name="plain")
-    assert "First Call" not in format_benchmark_table(plain)
+    assert "First Call" not in format_benchmark_table(plain, columns="auto")
     cold = make_stats(name="cold", device="cuda:0", first_call_ms=812.5, gpu_median_ms=0.75,
                       host_share=0.25, cache="cold")
     warm = make_stats(name="warm", first_call_ms=3.0, cache="warm")
-    lines = format_benchmark_table([cold, warm, plain]).split("\n")
+    lines = format_benchmark_table([cold, warm, plain], columns="auto").split("\n")
     assert lines[0] == (HEADER + " Peak VRAM Delta | First Call (ms) | GPU Median (ms) | "
                         "Host Share | Cache |")
     assert lines[2].endswith("| 812.50 | 0.75 | 25% | cold |"), lines[2]

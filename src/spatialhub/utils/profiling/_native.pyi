@@ -38,6 +38,7 @@ class BenchmarkStats:
     overhead_ms: Optional[float]
     ram_peak_method: Optional[str]
     target_met: Optional[bool]
+    machine_busy: Optional[bool]
     batch_size: int
     torch_max_allocated_mb: Optional[float]
     params: Optional[dict[str, Any]]
@@ -67,6 +68,8 @@ class BenchmarkStats:
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
     def throughput(self) -> float: ...
+    @property
+    def flags(self) -> tuple[str, ...]: ...
     def __init__(
         self,
         name: str,
@@ -189,6 +192,11 @@ def format_benchmark_table(
     format: Literal["markdown", "html"] = "markdown",
     run_spread: Optional[float] = None,
     margin: float = 0.05,
+    columns: Union[
+        None,
+        Literal["auto", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"],
+        Iterable[Literal["first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"]],
+    ] = None,
 ) -> str: ...
 def compare_benchmarks(
     baseline: BenchmarkStats,
@@ -242,7 +250,7 @@ class ProfileNode:
 
 class Timer:
     name: str
-    track_memory: bool
+    track_memory: Union[bool, Literal["peak"]]
     track_vram: bool
     sync_cuda: bool
     @property
@@ -269,7 +277,7 @@ class Timer:
         self,
         name: str,
         profiler: Optional["ProfilerCore"] = None,
-        track_memory: bool = True,
+        track_memory: Union[bool, Literal["peak"]] = True,
         track_vram: bool = False,
         sync_cuda: bool = False,
         device_id: SupportsIndex = 0,
@@ -278,7 +286,7 @@ class Timer:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
 
 class ProfilerCore:
-    track_ram: bool
+    track_ram: Union[bool, Literal["peak"]]
     track_vram: bool
     sync_cuda: bool
     root_name: str
@@ -298,7 +306,7 @@ class ProfilerCore:
         self,
         name: str = "Root",
         device: str = "CPU",
-        track_ram: bool = True,
+        track_ram: Union[bool, Literal["peak"]] = True,
         track_vram: Optional[bool] = None,
         sync_cuda: Optional[bool] = None,
         device_id: SupportsIndex = 0,
@@ -311,14 +319,14 @@ class ProfilerCore:
     def scope(
         self,
         name: str,
-        track_ram: Optional[bool] = None,
+        track_ram: Union[None, bool, Literal["peak"]] = None,
         track_vram: Optional[bool] = None,
         sync_cuda: Optional[bool] = None,
     ) -> Timer: ...
     def __call__(
         self,
         name: str,
-        track_ram: Optional[bool] = None,
+        track_ram: Union[None, bool, Literal["peak"]] = None,
         track_vram: Optional[bool] = None,
         sync_cuda: Optional[bool] = None,
     ) -> Timer: ...

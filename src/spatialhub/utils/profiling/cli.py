@@ -399,7 +399,7 @@ def _compare(a):
     # (a CUDA candidate against the CPU baseline) and contradict the verdicts below.
     n = len(base)
     parts = [format_benchmark_table([b, c], title if n == 1 else f"{title} ({i + 1}/{n})",
-                                    baseline=b, margin=margin / 100, **spread)
+                                    baseline=b, margin=margin / 100, columns="auto", **spread)
              for i, (b, c) in enumerate(zip(base, cand))]
     parts += [f"{c._repr_markdown_()}\n\n{c.verdict}: {c.reason}" for c in comparisons]
     if a.fail_if_slower is not None:

@@ -55,7 +55,7 @@ class HierarchicalProfiler(ProfilerCore):
     def timeit(
         self,
         name: str | None = None,
-        track_ram: bool | None = None,
+        track_ram: bool | str | None = None,
         track_vram: bool | None = None,
         sync_cuda: bool | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -282,7 +282,7 @@ def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable
 def timeit(
     name: str | None = None,
     profiler: HierarchicalProfiler | None = None,
-    track_memory: bool = True,
+    track_memory: bool | str = True,
     track_vram: bool = False,
     sync_cuda: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -50,19 +50,24 @@ class SweepResult(list):
         """"samples/s" when the rows are batched, else "FPS"."""
         return throughput_unit(self, self.param)
 
-    def to_table(self, title=None, throughput_unit=None, *, baseline=None, format="markdown"):
+    def to_table(self, title=None, throughput_unit=None, *, baseline=None, format="markdown",
+                 columns="auto"):
         """The table (native ``format_benchmark_table``; ``format="html"``
-        for HTML), with a column for the swept parameter when there is one."""
+        for HTML), with a column for the swept parameter when there is one.
+        A sweep shows the extra columns its rows have figures for (first call,
+        GPU time, cache state: ``columns="auto"``); ``columns=None`` gives the
+        released layout."""
         return format_benchmark_table(
             list(self), title, throughput_unit or self.throughput_unit,
-            baseline=baseline, param=self.param, format=format,
+            baseline=baseline, param=self.param, format=format, columns=columns,
         )
 
     @property
     def unstable(self):
         """``[(value, stability), ...]`` for the rows whose samples were not stable
         ("noisy", "multimodal", "drifting"): their figures, and the trend through them,
-        should not be trusted as they are (the table marks them; plot_sweep too)."""
+        should not be trusted as they are (the table's footnote flags them; plot_sweep
+        marks them)."""
         return [(v, s.stability) for v, s in zip(self.values, self)
                 if getattr(s, "stability", None) not in (None, "stable")]
 
