@@ -15,77 +15,124 @@
 
 #include <math.h>
 
-static const char *const unstable[] = {"noisy", "multimodal", "drifting"};
+/* Every label, in the order results list them; bit i of a mask is labels[i]. */
+static const char *const labels[] = {"noisy", "multimodal", "drifting", "busy machine",
+                                     "launch-bound", "overhead-dominated", "page faults"};
+enum { N_LABELS = sizeof(labels) / sizeof(labels[0]) };
+
+/* The flags of s as a bit mask over labels[]. */
+static unsigned
+flag_mask(const shp_Stats *s)
+{
+    unsigned m = 0;
+    /* the stability label is a str field a user may set: compared, never read as C */
+    if (s->stability != NULL && PyUnicode_Check(s->stability))
+        for (int i = 0; i < 3; i++)
+            if (PyUnicode_CompareWithASCIIString(s->stability, labels[i]) == 0)
+                m |= 1u << i;
+    if (s->machine_busy == 1)
+        m |= 1u << 3;
+    if (!isnan(s->host_share) && s->host_share > SHP_LAUNCH_BOUND)
+        m |= 1u << 4;
+    if (!isnan(s->overhead_ms) && s->overhead_ms > 0 &&
+        s->median_ms < SHP_OVERHEAD_FACTOR * s->overhead_ms)
+        m |= 1u << 5;
+    double minor = s->minor_faults_per_iter, major = s->major_faults_per_iter;
+    if ((isnan(minor) ? 0.0 : minor) + (isnan(major) ? 0.0 : major) > SHP_FAULTS_WARN)
+        m |= 1u << 6;
+    return m;
+}
 
 int
 shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS])
 {
+    unsigned m = flag_mask(s);
     int n = 0;
-    /* the stability label is a str field a user may set: compared, never read as C */
-    if (s->stability != NULL && PyUnicode_Check(s->stability))
-        for (size_t i = 0; i < sizeof(unstable) / sizeof(unstable[0]); i++)
-            if (PyUnicode_CompareWithASCIIString(s->stability, unstable[i]) == 0)
-                out[n++] = unstable[i];
-    if (s->machine_busy == 1)
-        out[n++] = "busy machine";
-    if (!isnan(s->host_share) && s->host_share > SHP_LAUNCH_BOUND)
-        out[n++] = "launch-bound";
-    if (!isnan(s->overhead_ms) && s->overhead_ms > 0 &&
-        s->median_ms < SHP_OVERHEAD_FACTOR * s->overhead_ms)
-        out[n++] = "overhead-dominated";
-    double minor = s->minor_faults_per_iter, major = s->major_faults_per_iter;
-    if ((isnan(minor) ? 0.0 : minor) + (isnan(major) ? 0.0 : major) > SHP_FAULTS_WARN)
-        out[n++] = "page faults";
+    for (int i = 0; i < N_LABELS; i++)
+        if (m & (1u << i))
+            out[n++] = labels[i];
     return n;
 }
 
-/* Append `part` (stolen; NULL: the error of making it) to `parts`.  0 / -1. */
-static int
-append_part(PyObject *parts, PyObject *part)
+/* The labels of mask, joined by ", ".  New str. */
+static PyObject *
+mask_text(unsigned mask)
 {
-    if (part == NULL)
-        return -1;
-    int rc = PyList_Append(parts, part);
-    Py_DECREF(part);
-    return rc;
+    char buf[256];   /* every label fits three times over */
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int f = 0; f < N_LABELS; f++)
+        if (mask & (1u << f))
+            used += (size_t)PyOS_snprintf(buf + used, sizeof(buf) - used, "%s%s",
+                                          used ? ", " : "", labels[f]);
+    return PyUnicode_FromString(buf);
 }
 
+/* The flags as a footnote: one clause per distinct set of flags, naming the
+ * rows that have it ("all rows" when every row does; no names in a one-row
+ * table). */
 PyObject *
-shp_flags_footnote(PyObject *items, int html)
+shp_flags_footnote(PyObject *items, PyObject *names_of, int html)
 {
-    PyObject *parts = PyList_New(0), *res = NULL;
-    if (parts == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        const char *labels[SHP_MAX_FLAGS];
-        int n = shp_stats_flags(s, labels);
-        if (n == 0)
-            continue;
-        PyObject *name = s->name != NULL ? Py_NewRef(s->name) : PyUnicode_FromString("");
-        PyObject *esc = name ? (html ? shp_html_escape(name) : shp_md_text(name, SHP_MD_CELL)) : NULL;
-        Py_XDECREF(name);
-        PyObject *part = esc ? PyUnicode_FromFormat("%U (%s", esc, labels[0]) : NULL;
-        Py_XDECREF(esc);
-        for (int k = 1; part != NULL && k < n; k++)
-            Py_SETREF(part, PyUnicode_FromFormat("%U, %s", part, labels[k]));
-        if (part != NULL)
-            Py_SETREF(part, PyUnicode_FromFormat("%U)", part));
-        if (append_part(parts, part) < 0)
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    unsigned *mask = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(unsigned));
+    PyObject *clauses = PyList_New(0), *res = NULL, *comma = PyUnicode_FromString(", ");
+    if (mask == NULL || clauses == NULL || comma == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++)
+        mask[i] = flag_mask((shp_Stats *)PyList_GET_ITEM(items, i));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned m = mask[i];
+        int first = m != 0;
+        for (Py_ssize_t j = 0; first && j < i; j++)
+            first = mask[j] != m;
+        if (!first)
+            continue;   /* no flags, or this set's clause is written */
+        PyObject *names = PyList_New(0), *flags = mask_text(m), *clause = NULL;
+        for (Py_ssize_t j = i; names != NULL && j < n; j++) {
+            if (mask[j] != m)
+                continue;
+            PyObject *label = PyList_GET_ITEM(names_of, j);   /* ours: a list of str */
+            PyObject *esc = html ? shp_html_escape(label) : shp_md_text(label, SHP_MD_CELL);
+            if (esc == NULL || PyList_Append(names, esc) < 0)
+                Py_CLEAR(names);
+            Py_XDECREF(esc);
+        }
+        if (names != NULL && flags != NULL) {
+            if (n == 1)
+                clause = Py_NewRef(flags);
+            else if (PyList_GET_SIZE(names) == n)
+                clause = PyUnicode_FromFormat("%U (all rows)", flags);
+            else {
+                PyObject *joined = PyUnicode_Join(comma, names);
+                clause = joined ? PyUnicode_FromFormat("%U (%U)", flags, joined) : NULL;
+                Py_XDECREF(joined);
+            }
+        }
+        Py_XDECREF(names);
+        Py_XDECREF(flags);
+        if (clause == NULL || PyList_Append(clauses, clause) < 0) {
+            Py_XDECREF(clause);
             goto done;
+        }
+        Py_DECREF(clause);
     }
-    if (PyList_GET_SIZE(parts) == 0) {
+    if (PyList_GET_SIZE(clauses) == 0) {
         res = PyUnicode_FromString("");
     }
     else {
         PyObject *sep = PyUnicode_FromString("; ");
-        PyObject *body = sep ? PyUnicode_Join(sep, parts) : NULL;
+        PyObject *body = sep ? PyUnicode_Join(sep, clauses) : NULL;
         Py_XDECREF(sep);
         if (body != NULL)
             res = PyUnicode_FromFormat(html ? "<p>Flags: %U.</p>" : "Flags: %U.", body);
         Py_XDECREF(body);
     }
 done:
-    Py_DECREF(parts);
+    if (mask == NULL)
+        PyErr_NoMemory();
+    PyMem_Free(mask);
+    Py_XDECREF(clauses);
+    Py_XDECREF(comma);
     return res;
 }

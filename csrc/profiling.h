@@ -1054,11 +1054,14 @@ typedef struct {
  * machine", "launch-bound", "overhead-dominated", "page faults"), static
  * strings, in that order; returns how many.  Runs no Python, never fails. */
 int shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS]);
-/* The footnote under a table of `items` (a list of BenchmarkStats): "Flags:
- * name (multimodal, busy machine); other (noisy)." for the rows that have
- * any, the names escaped for Markdown or HTML ("<p>...</p>"); "" when no
- * row has one.  New str, or NULL with an exception. */
-PyObject *shp_flags_footnote(PyObject *items, int html);
+/* The footnote under a table of `items` (a list of BenchmarkStats) whose
+ * rows are called `labels` (a list of str, one per row): "Flags: multimodal,
+ * busy machine (a, b batch=4); busy machine (c)." -- one clause per
+ * distinct set of flags, naming its rows ("all rows" when every row has it;
+ * just the flags in a one-row table), escaped
+ * for Markdown or HTML ("<p>...</p>"); "" when no row has one.  New str, or
+ * NULL with an exception. */
+PyObject *shp_flags_footnote(PyObject *items, PyObject *labels, int html);
 
 /* ---- cells.c: one cell's text (new str, or NULL with an exception) ------- */
 

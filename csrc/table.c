@@ -394,6 +394,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
     if (x.auto_cols)
         resolve_auto(&x, items);
     PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *note = NULL, *res = NULL;
+    PyObject *labels = NULL;
     if (tput == NULL)
         return NULL;
     add_col(&g, "Model / Target", NULL, DEC_BOLD);
@@ -418,10 +419,23 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
         if (build_row(&g, (shp_Stats *)PyList_GET_ITEM(items, i), vram, &x, param,
                       (shp_Stats *)baseline, known, margin) < 0)
             goto done;
-    note = shp_flags_footnote(items, html);
+    /* the footnote calls a row by its name, and its parameter in a sweep */
+    labels = PyList_New(n);
+    for (Py_ssize_t i = 0; labels != NULL && i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(g.rows, i), *name = PyList_GET_ITEM(row, 0);
+        PyObject *label = param == NULL ? Py_NewRef(name)
+                                        : PyUnicode_FromFormat("%U %U=%U", name, param,
+                                                               PyList_GET_ITEM(row, 1));
+        if (label == NULL)
+            Py_CLEAR(labels);
+        else
+            PyList_SET_ITEM(labels, i, label);
+    }
+    note = labels != NULL ? shp_flags_footnote(items, labels, html) : NULL;
     if (note != NULL)
         res = render(&g, title, note, html);
 done:
+    Py_XDECREF(labels);
     Py_XDECREF(note);
     Py_XDECREF(g.rows);
     Py_DECREF(tput);

@@ -183,14 +183,21 @@ def test_flags_are_a_footnote_never_a_cell(make_stats):
                                                 "overhead-dominated")
     t = format_benchmark_table([calm, shaky]).split("\n")
     assert len(t) == 6 and t[4] == ""
-    assert t[5] == "Flags: sha\\|ky (multimodal, busy machine, overhead-dominated)."
+    assert t[5] == "Flags: multimodal, busy machine, overhead-dominated (sha\\|ky)."
     assert "multimodal" not in "\n".join(t[:4])   # no "(multimodal)" in the median cell
     assert format_benchmark_table(calm).count("\n") == 2   # no footnote, no blank line
-    html = format_benchmark_table([shaky], format="html")
-    assert html.endswith("</table>\n<p>Flags: sha|ky (multimodal, busy machine, "
-                         "overhead-dominated).</p>")
+    html = format_benchmark_table([shaky], format="html")   # one row: just its flags
+    assert html.endswith("</table>\n<p>Flags: multimodal, busy machine, "
+                         "overhead-dominated.</p>")
     faults = make_stats(name="f", minor_faults_per_iter=1770.0, host_share=0.9)
     assert faults.flags == ("launch-bound", "page faults")
+    # one clause per distinct set of flags; "all rows"; a sweep's rows by their parameter
+    busy = [make_stats(name="m", machine_busy=True, params={"batch": b}) for b in (1, 4)]
+    noisy = make_stats(name="m", machine_busy=True, stability="noisy", params={"batch": 16})
+    assert format_benchmark_table(busy, param="batch").endswith(
+        "\n\nFlags: busy machine (all rows).")
+    assert format_benchmark_table(busy + [noisy], param="batch").endswith(
+        "\n\nFlags: busy machine (m batch=1, m batch=4); noisy, busy machine (m batch=16).")
 
 
 def test_cold_start_gpu_time_and_cache_columns_with_columns_auto(make_stats):
