@@ -133,7 +133,7 @@ def test_sweep_plot_and_result_flag_unstable_points():
     res = SweepResult(steady + [bimodal], param="batch_size")
     assert res.unstable == [(4, "multimodal")]
     # the table flags the row in its footnote (never inside a cell)
-    assert res.to_table().splitlines()[-1] == "Flags: samples (multimodal)."
+    assert res.to_table().splitlines()[-1] == "Flags: multimodal (samples batch_size=4)."
     fig = plot_sweep(res)
     for ax in fig.axes:
         assert "unstable: multimodal" in legend_texts(ax)

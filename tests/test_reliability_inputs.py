@@ -409,7 +409,7 @@ KW_FIELDS = [
     ("p50_ms", OPT_DBL), ("p90_ms", OPT_DBL), ("p99_ms", OPT_DBL), ("iqr_ms", OPT_DBL),
     ("ci95_low_ms", OPT_DBL), ("ci95_high_ms", OPT_DBL), ("outliers", OPT_COUNT),
     ("overhead_ms", OPT_DBL), ("ram_peak_method", OPT_STR), ("target_met", OPT_BOOL),
-    ("batch_size", COUNT), ("torch_max_allocated_mb", OPT_DBL), ("params", OPT_DICT),
+    ("machine_busy", OPT_BOOL), ("batch_size", COUNT), ("torch_max_allocated_mb", OPT_DBL), ("params", OPT_DICT),
     ("env", OPT_DICT), ("first_call_ms", OPT_DBL), ("warmup_ms", OPT_FLOATS),
     ("settle_calls", OPT_COUNT), ("cache", OPT_STR),
 ]
@@ -766,6 +766,14 @@ def test_format_benchmark_table(data):
         return
     out = prof.format_benchmark_table(arg, **kwargs)
     assert isinstance(out, str) and not out.endswith("\n")
+    # what makes a row doubtful is a footnote under the table, never part of it
+    flagged = any(s.flags for s in stats)
+    if flagged:
+        out, note = out.rsplit("\n", 1)
+        assert note.startswith("<p>Flags: " if kwargs.get("format") == "html" else "Flags: ")
+        if kwargs.get("format") != "html":
+            out, blank = out.rsplit("\n", 1)
+            assert blank == ""
     if kwargs.get("format") == "html":
         body = out.split("<table>\n", 1)
         assert len(body) == 2 and body[1].endswith("</tbody>\n</table>")

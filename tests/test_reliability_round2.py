@@ -693,6 +693,10 @@ def test_6_minimum_is_documented():
 
 
 def test_7_vram_held_by_the_result_counts(fake_cuda_lib):
+    """The result is released inside the timed region (issue 19, as the released module and
+    every other harness do), before cuMemGetInfo samples: device memory that only the
+    result held is back on the device by then.  What a framework's caching allocator keeps
+    reserved after the release -- PyTorch's, CuPy's -- still counts."""
     from cuda_support import run_with_fake_cuda
 
     code = """
@@ -705,12 +709,21 @@ def test_7_vram_held_by_the_result_counts(fake_cuda_lib):
                 assert fake().fake_alloc(256 * MiB) == 0
             def __del__(self):
                 fake().fake_free(256 * MiB)
+        pool = []
+        class Cached:               # the same through a caching allocator: kept reserved
+            def __init__(self):
+                if not pool:
+                    assert fake().fake_alloc(256 * MiB) == 0
+                    pool.append(1)
         s = benchmark_callable(OnDevice, device="cuda", num_warmup=1, num_iters=3, progress=False)
-        print("vram %.1f used_after %d" % (s.vram_delta_mb, fake().fake_used_bytes()))
+        c = benchmark_callable(Cached, device="cuda", num_warmup=1, num_iters=3, progress=False)
+        print("vram %.1f cached %.1f" % (s.vram_delta_mb, c.vram_delta_mb))
     """
     out = run_with_fake_cuda(fake_cuda_lib, code)
     vram = float(re.search(r"vram ([\d.]+)", out).group(1))
-    assert 255.0 <= vram <= 257.0, out
+    cached = float(re.search(r"cached ([\d.]+)", out).group(1))
+    assert vram == 0.0, out
+    assert 255.0 <= cached <= 257.0, out
 
 
 def test_7_ram_and_vram_are_sampled_at_the_same_point():
