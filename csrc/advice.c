@@ -1,9 +1,9 @@
 /*
  * advice.c -- a BenchmarkStats filled from the computations: the latency
  * fields from summary.c, the stability fields from stability.c's diagnosis,
- * and the BenchmarkWarning that names the cause and a remedy when the
- * samples are not stable.  (The page-fault and busy-machine warnings are
- * bench.c's: they need the run's own counters.)
+ * and the diagnosis (warn.c) of samples that are not stable.  (The
+ * page-fault and busy-machine diagnoses are bench.c's: they need the run's
+ * own counters.)
  *
  * Layer 4, beside stats.c: reads the result struct, calls only the C-API.
  */
@@ -47,44 +47,27 @@ shp_stats_apply_stability(shp_Stats *s, const shp_stability *d)
 }
 
 int
-shp_stats_warn_stability(shp_state *st, shp_Stats *s)
+shp_stats_diagnose_stability(const shp_Stats *s, shp_diag *d)
 {
-    char a[32], b[32];
-    const shp_stability *d = &s->stab;
-    if (d->label == NULL)   /* not diagnosed (a result built by hand or loaded) */
+    const shp_stability *st = &s->stab;
+    if (st->label == NULL)   /* not diagnosed (a result built by hand or loaded) */
         return 0;
-    if (d->multimodal) {
-        PyOS_snprintf(a, sizeof(a), "%.3g", d->mode_low);
-        PyOS_snprintf(b, sizeof(b), "%.3g", d->mode_high);
-        return PyErr_WarnFormat(
-            st->warning, 1,
-            "benchmark %R is multimodal: its samples form two groups (around %s ms and %s ms, "
-            "%d%% in the slower one), which one median does not describe. Common causes: page "
-            "faults when the allocator hands memory back every call (see minor_faults_per_iter), "
-            "a busy machine preempting the calls (invol_ctx_switches_per_iter), a periodic GC or "
-            "background job, a frequency change. Remedy: more warm-up, pin the "
-            "threads, and repeat= to see whether it persists", s->name, a, b,
-            (int)lround(100.0 * d->mode_high_frac));
+    /* one cause, the label's, as flags.c reads it back */
+    if (st->multimodal) {
+        shp_diag_cause(d, SHP_CAUSE_MULTIMODAL);
+        return shp_diag_number(d, "mode_low_ms", st->mode_low) < 0 ||
+               shp_diag_number(d, "mode_high_ms", st->mode_high) < 0 ||
+               shp_diag_number(d, "slow_share", st->mode_high_frac) < 0 ? -1 : 0;
     }
-    if (d->drifting) {
-        PyOS_snprintf(a, sizeof(a), "%+.0f%%", 100.0 * d->drift);
-        return PyErr_WarnFormat(
-            st->warning, 1,
-            "benchmark %R is drifting: its block medians moved %s from the start to the end of "
-            "the run (warm-up too short, a thermal or frequency change, a growing cache or "
-            "heap). Remedy: raise num_warmup, use repeat=, or isolate the machine", s->name, a);
+    if (st->drifting) {
+        shp_diag_cause(d, SHP_CAUSE_DRIFTING);
+        return shp_diag_number(d, "drift", st->drift);
     }
-    if (d->noisy) {
-        double iqr = s->median_ms > 0 ? 100.0 * (s->p50_ms == s->p50_ms ? s->iqr_ms : 0.0) /
-                                            s->median_ms : 0.0;
-        PyOS_snprintf(a, sizeof(a), "%.0f%%", iqr);
-        PyOS_snprintf(b, sizeof(b), "%.0f%%", s->median_ms > 0 ? 100.0 * s->p95_ms / s->median_ms : 0.0);
-        return PyErr_WarnFormat(
-            st->warning, 1,
-            "benchmark %R is noisy: IQR %s of the median, P95 %s of it (the machine is "
-            "busy, or the callable's work varies). Remedy: pin threads (taskset, "
-            "torch.set_num_threads), isolate the machine, take more iterations or repeat=; "
-            "for an A/B question use compare_callables", s->name, a, b);
+    if (st->noisy) {
+        shp_diag_cause(d, SHP_CAUSE_NOISY);
+        double med = s->median_ms;
+        return shp_diag_number(d, "iqr_share", med > 0 ? s->iqr_ms / med : NAN) < 0 ||
+               shp_diag_number(d, "p95_share", med > 0 ? s->p95_ms / med : NAN) < 0 ? -1 : 0;
     }
     return 0;
 }

@@ -232,62 +232,37 @@ ensure_overhead(shp_state *st, shp_call *user, double *out_ns)
 
 /* ---- results --------------------------------------------------------------- */
 
-static void
-fmt_g(char *buf, size_t n, double v)
-{
-    PyOS_snprintf(buf, n, "%.3g", v);
-}
-
+/* What the result's own fields make doubtful (flags.c: stability, a busy
+ * machine, launch-bound, overhead, page faults), with the numbers behind it,
+ * and a clock too coarse for the median.  0 / -1. */
 static int
-emit_warnings(shp_state *st, shp_Stats *s, const shp_preflight *pf, double overhead_ns)
+diagnose(const shp_Stats *s, const shp_preflight *pf, double overhead_ns, shp_diag *d)
 {
-    char a[32], b[32];
-    if (pf->busy) {
-        fmt_g(a, sizeof(a), pf->load1);
-        PyOS_snprintf(b, sizeof(b), isnan(pf->others_share) ? "?" : "%.0f%%",
-                      100.0 * pf->others_share);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the machine was busy when it started (load average "
-                             "%s on %d CPUs; other processes used %s of all CPU time just "
-                             "before): expect noisy figures and verdicts that do not hold. "
-                             "Remedy: stop the other jobs or isolate CPUs (taskset), and compare "
-                             "with compare_callables, which cancels what the neighbours do",
-                             s->name, a, pf->ncpu, b) < 0)
-            return -1;
-    }
-    double med_ns = s->median_ms * 1e6;
-    if (overhead_ns > 0 && med_ns < SHP_OVERHEAD_FACTOR * overhead_ns) {
-        fmt_g(a, sizeof(a), s->median_ms);
-        fmt_g(b, sizeof(b), overhead_ns / 1e6);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the median (%s ms) is under 100x the harness's own "
-                             "overhead (%s ms), so the figure is mostly measurement cost; time a "
-                             "larger workload (e.g. a loop of calls) and divide",
-                             s->name, a, b) < 0)
-            return -1;
-    }
-    double faults = s->minor_faults_per_iter + s->major_faults_per_iter;   /* NaN: unknown */
-    if (faults > SHP_FAULTS_WARN) {
-        fmt_g(a, sizeof(a), faults);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: %s page faults per call. The kernel is handing out "
-                             "fresh zero-filled pages every call, typically because malloc "
-                             "returns the callable's large temporaries to the OS after each call "
-                             "(glibc's mmap threshold); the figure then depends on allocator "
-                             "state (what the process freed earlier) more than on the code. "
-                             "Remedy: reuse buffers (out=), or run both sides of a comparison "
-                             "with MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_="
-                             "134217728 (docs/methodology.md, Allocator state)", s->name, a) < 0)
-            return -1;
-    }
-    if (shp_stats_warn_stability(st, s) < 0)
+    unsigned m = shp_stats_cause_mask(s);
+    d->causes |= m;
+    d->busy_known = s->machine_busy >= 0;
+    if ((m & (1u << SHP_CAUSE_BUSY)) &&
+        (shp_diag_number(d, "load_average", pf->load1) < 0 ||
+         shp_diag_object(d, "cpus", PyLong_FromLong(pf->ncpu)) < 0 ||
+         shp_diag_object(d, "others_cpu_share", isnan(pf->others_share)
+                                                    ? Py_NewRef(Py_None)
+                                                    : PyFloat_FromDouble(pf->others_share)) < 0))
+        return -1;
+    if ((m & (1u << SHP_CAUSE_OVERHEAD)) &&
+        (shp_diag_number(d, "median_ms", s->median_ms) < 0 ||
+         shp_diag_number(d, "overhead_ms", overhead_ns / 1e6) < 0))
+        return -1;
+    if ((m & (1u << SHP_CAUSE_PAGE_FAULTS)) &&
+        shp_diag_number(d, "faults_per_call",
+                        s->minor_faults_per_iter + s->major_faults_per_iter) < 0)
+        return -1;
+    if (shp_stats_diagnose_stability(s, d) < 0)
         return -1;
     double res = (double)shp_clock_resolution_ns();
-    if (med_ns < 20.0 * res) {
-        fmt_g(a, sizeof(a), s->median_ms);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the timer resolution (%zd ns) is coarse for a median "
-                             "of %s ms; each sample is quantised", s->name, (Py_ssize_t)res, a) < 0)
+    if (s->median_ms * 1e6 < 20.0 * res) {
+        shp_diag_cause(d, SHP_CAUSE_COARSE_TIMER);
+        if (shp_diag_number(d, "timer_resolution_ns", res) < 0 ||
+            shp_diag_number(d, "median_ms", s->median_ms) < 0)
             return -1;
     }
     return 0;
@@ -394,11 +369,12 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     size_t vram_base = 0;
     double overhead_ns = 0;
     shp_extras x;
+    shp_diag diag = {0, 0, NULL};
     PyObject *result = NULL, *name = NULL;
 
     if (parse_call(args, nargs, kwnames, &o, &p) < 0 ||
-        shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync) < 0 ||
-        shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream) < 0)
+        shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync, &diag) < 0 ||
+        shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream, &diag) < 0)
         goto done;
     shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)
@@ -512,12 +488,15 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         s->vol_ctx_switches_per_iter = (double)(ru1.nvcsw - ru0.nvcsw) / n;
         s->invol_ctx_switches_per_iter = (double)(ru1.nivcsw - ru0.nivcsw) / n;
     }
-    if (emit_warnings(st, s, &o.pf, overhead_ns) < 0 || shp_extras_warn(st, s, &x, &p) < 0) {
+    /* one warning for the call, whatever it found (warn.c) */
+    if (diagnose(s, &o.pf, overhead_ns, &diag) < 0 || shp_extras_diagnose(s, &x, &p, &diag) < 0 ||
+        shp_diag_emit(st, &diag, s->name, (PyObject *)s) < 0) {
         Py_DECREF(s);
         goto done;
     }
     result = (PyObject *)s;
 done:
+    shp_diag_clear(&diag);
     if (gc_held)
         shp_gc_release();
     if (window_open)

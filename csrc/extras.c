@@ -1,11 +1,11 @@
 /*
  * extras.c -- what a result says beyond its latency: the cold start, the
- * GPU's own time and what NVML saw, and the warnings they raise.
+ * GPU's own time and what NVML saw, and the diagnoses they give (warn.c).
  *
  * bench.c calls in four places: shp_extras_setup() after the sync is
  * resolved (CUDA events on the native path, the L2 flush buffer when cold),
  * shp_extras_watch_begin() before the first call (NVML's first reading),
- * shp_extras_fill() when the result is made and shp_extras_warn() after it.
+ * shp_extras_fill() when the result is made and shp_extras_diagnose() after it.
  * The definitions of the figures: docs/methodology.md ("Cold start and
  * warm-up") and docs/cuda.md.
  */
@@ -18,7 +18,8 @@
 /* ---- set-up -------------------------------------------------------------- */
 
 int
-shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream)
+shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream,
+                 shp_diag *d)
 {
     shp_sync *s = &p->sync;
     if (has_stream && !s->have_cuda) {
@@ -33,10 +34,11 @@ shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstr
         why[0] = '\0';
         if (shp_cuda_timer_events(st, &s->cuda, &s->gt, why, sizeof why) < 0)
             return -1;
-        if (!s->gt.events &&
-            PyErr_WarnFormat(st->warning, 1, "GPU time is not measured (gpu_median_ms stays "
-                                             "None): %s", why) < 0)
-            return -1;
+        if (!s->gt.events) {
+            shp_diag_cause(d, SHP_CAUSE_NO_GPU_TIME);
+            if (shp_diag_object(d, "reason", PyUnicode_FromString(why)) < 0)
+                return -1;
+        }
     }
     if (cold && s->have_cuda && shp_cuda_timer_l2(st, &s->cuda, &s->gt) < 0)
         return -1;
@@ -131,83 +133,59 @@ shp_extras_fill(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhead_ns
     return 0;
 }
 
-/* ---- the warnings ------------------------------------------------------------ */
-
-static void
-fmt_g(char *buf, size_t n, double v)
-{
-    PyOS_snprintf(buf, n, "%.3g", v);
-}
+/* ---- the diagnoses ----------------------------------------------------------- */
 
 /* What NVML saw that makes the figures suspect. */
 static int
-nvml_warnings(shp_state *st, shp_Stats *s, const shp_nvml_watch *w)
+nvml_diagnose(const shp_nvml_watch *w, shp_diag *d)
 {
     if (w->dev == NULL)
         return 0;
     if (w->clock_max > 0 && w->clock_min >= 0 &&
         (double)(w->clock_max - w->clock_min) > SHP_NVML_CLOCK_MOVE * (double)w->clock_max) {
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the GPU's SM clock moved from %lld to %lld MHz "
-                             "(lowest %lld, highest %lld) during the run, more than %d%%; "
-                             "times taken at different clocks do not compare (lock the clocks, "
-                             "or warm the GPU up longer)", s->name, w->clock_start, w->clock_end,
-                             w->clock_min, w->clock_max, (int)(SHP_NVML_CLOCK_MOVE * 100)) < 0)
+        shp_diag_cause(d, SHP_CAUSE_GPU_CLOCK);
+        if (shp_diag_number(d, "clock_start_mhz", (double)w->clock_start) < 0 ||
+            shp_diag_number(d, "clock_end_mhz", (double)w->clock_end) < 0 ||
+            shp_diag_number(d, "clock_min_mhz", (double)w->clock_min) < 0 ||
+            shp_diag_number(d, "clock_max_mhz", (double)w->clock_max) < 0)
             return -1;
     }
     if (w->reasons & SHP_NVML_SLOWDOWNS) {
         char names[200];
         shp_nvml_reason_names(w->reasons & SHP_NVML_SLOWDOWNS, names, sizeof names);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the GPU was throttled during the run (%s); its "
-                             "clock was held down, so the times are slower than the device can "
-                             "be", s->name, names) < 0)
+        shp_diag_cause(d, SHP_CAUSE_THROTTLED);
+        if (shp_diag_object(d, "reasons", PyUnicode_FromString(names)) < 0)
             return -1;
     }
     if (w->others > 0) {
-        char mb[32];
-        fmt_g(mb, sizeof mb, (double)w->others_bytes / SHP_MIB);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: %zd other process(es) hold this GPU (%s MiB of its "
-                             "memory); they share its compute, and vram_delta_mb (device-wide) "
-                             "counts their allocations too", s->name, w->others, mb) < 0)
+        shp_diag_cause(d, SHP_CAUSE_SHARED_GPU);
+        if (shp_diag_object(d, "other_processes", PyLong_FromSsize_t(w->others)) < 0 ||
+            shp_diag_number(d, "other_processes_mb", (double)w->others_bytes / SHP_MIB) < 0)
             return -1;
     }
     return 0;
 }
 
 int
-shp_extras_warn(shp_state *st, shp_Stats *s, const shp_extras *x, const shp_call *p)
+shp_extras_diagnose(const shp_Stats *s, const shp_extras *x, const shp_call *p, shp_diag *d)
 {
-    char a[32], c[32];
     if (!isnan(s->host_share) && s->host_share > SHP_LAUNCH_BOUND) {
-        fmt_g(a, sizeof(a), s->host_median_ms);
-        fmt_g(c, sizeof(c), s->median_ms);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R looks launch-bound: the call itself took %s ms of the "
-                             "%s ms median wall time (host share %d%%) and the GPU had little "
-                             "left to do when it returned, so the figure is mostly the host's "
-                             "launch path (Python, framework, driver), not the kernels; batch "
-                             "more work per call or capture a CUDA graph (a callable that "
-                             "synchronises inside reads the same way)",
-                             s->name, a, c, (int)(s->host_share * 100.0 + 0.5)) < 0)
+        shp_diag_cause(d, SHP_CAUSE_LAUNCH_BOUND);
+        if (shp_diag_number(d, "host_median_ms", s->host_median_ms) < 0 ||
+            shp_diag_number(d, "host_share", s->host_share) < 0)
             return -1;
     }
     /* settle_calls uses SHP_SETTLE_TOL; the warning wants a clear trend, so
      * that a burst of noise on a busy machine does not raise it */
     if (s->settle_calls > s->warmup_iters && !isnan(x->head_ms) && !isnan(x->steady_ms) &&
         x->head_ms > (1.0 + SHP_SETTLE_WARN) * x->steady_ms) {
-        Py_ssize_t w = shp_settle_window(s->timed_iters);
-        fmt_g(a, sizeof(a), x->head_ms);
-        fmt_g(c, sizeof(c), x->steady_ms);
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "benchmark %R: the first timed calls were still getting faster "
-                             "(median of the first %zd: %s ms; steady state: %s ms): the warm-up "
-                             "of %zd calls was too short, the latency settled after %zd calls; "
-                             "use num_warmup=%zd or more",
-                             s->name, w, a, c, s->warmup_iters, s->settle_calls,
-                             s->settle_calls) < 0)
+        shp_diag_cause(d, SHP_CAUSE_WARMUP);
+        if (shp_diag_number(d, "head_ms", x->head_ms) < 0 ||
+            shp_diag_number(d, "steady_ms", x->steady_ms) < 0 ||
+            shp_diag_object(d, "head_calls",
+                            PyLong_FromSsize_t(shp_settle_window(s->timed_iters))) < 0 ||
+            shp_diag_object(d, "settle_calls", PyLong_FromSsize_t(s->settle_calls)) < 0)
             return -1;
     }
-    return p->nv_on ? nvml_warnings(st, s, &p->nv) : 0;
+    return p->nv_on ? nvml_diagnose(&p->nv, d) : 0;
 }

@@ -15,40 +15,61 @@
 
 #include <math.h>
 
-/* Every label, in the order results list them; bit i of a mask is labels[i]. */
-static const char *const labels[] = {"noisy", "multimodal", "drifting", "busy machine",
-                                     "launch-bound", "overhead-dominated", "page faults"};
-enum { N_LABELS = sizeof(labels) / sizeof(labels[0]) };
+/* The label of every cause (warn.c says them); the first seven are read back
+ * from a result's fields, in this order, and are its flags. */
+static const char *const labels[SHP_N_CAUSES] = {
+    [SHP_CAUSE_NOISY] = "noisy",
+    [SHP_CAUSE_MULTIMODAL] = "multimodal",
+    [SHP_CAUSE_DRIFTING] = "drifting",
+    [SHP_CAUSE_BUSY] = "busy machine",
+    [SHP_CAUSE_LAUNCH_BOUND] = "launch-bound",
+    [SHP_CAUSE_OVERHEAD] = "overhead-dominated",
+    [SHP_CAUSE_PAGE_FAULTS] = "page faults",
+    [SHP_CAUSE_WARMUP] = "warm-up too short",
+    [SHP_CAUSE_COARSE_TIMER] = "coarse timer",
+    [SHP_CAUSE_GPU_CLOCK] = "GPU clock moved",
+    [SHP_CAUSE_THROTTLED] = "GPU throttled",
+    [SHP_CAUSE_SHARED_GPU] = "shared GPU",
+    [SHP_CAUSE_NO_SYNC] = "no device sync",
+    [SHP_CAUSE_NO_VRAM] = "VRAM not tracked",
+    [SHP_CAUSE_NO_GPU_TIME] = "GPU time not measured",
+};
+#define N_FLAGS (SHP_CAUSE_PAGE_FAULTS + 1)
 
-/* The flags of s as a bit mask over labels[]. */
-static unsigned
-flag_mask(const shp_Stats *s)
+const char *
+shp_cause_label(shp_cause c)
+{
+    return c < SHP_N_CAUSES ? labels[c] : "";
+}
+
+unsigned
+shp_stats_cause_mask(const shp_Stats *s)
 {
     unsigned m = 0;
     /* the stability label is a str field a user may set: compared, never read as C */
     if (s->stability != NULL && PyUnicode_Check(s->stability))
-        for (int i = 0; i < 3; i++)
+        for (int i = SHP_CAUSE_NOISY; i <= SHP_CAUSE_DRIFTING; i++)
             if (PyUnicode_CompareWithASCIIString(s->stability, labels[i]) == 0)
                 m |= 1u << i;
     if (s->machine_busy == 1)
-        m |= 1u << 3;
+        m |= 1u << SHP_CAUSE_BUSY;
     if (!isnan(s->host_share) && s->host_share > SHP_LAUNCH_BOUND)
-        m |= 1u << 4;
+        m |= 1u << SHP_CAUSE_LAUNCH_BOUND;
     if (!isnan(s->overhead_ms) && s->overhead_ms > 0 &&
         s->median_ms < SHP_OVERHEAD_FACTOR * s->overhead_ms)
-        m |= 1u << 5;
+        m |= 1u << SHP_CAUSE_OVERHEAD;
     double minor = s->minor_faults_per_iter, major = s->major_faults_per_iter;
     if ((isnan(minor) ? 0.0 : minor) + (isnan(major) ? 0.0 : major) > SHP_FAULTS_WARN)
-        m |= 1u << 6;
+        m |= 1u << SHP_CAUSE_PAGE_FAULTS;
     return m;
 }
 
 int
 shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS])
 {
-    unsigned m = flag_mask(s);
+    unsigned m = shp_stats_cause_mask(s);
     int n = 0;
-    for (int i = 0; i < N_LABELS; i++)
+    for (int i = 0; i < N_FLAGS; i++)
         if (m & (1u << i))
             out[n++] = labels[i];
     return n;
@@ -61,7 +82,7 @@ mask_text(unsigned mask)
     char buf[256];   /* every label fits three times over */
     size_t used = 0;
     buf[0] = '\0';
-    for (int f = 0; f < N_LABELS; f++)
+    for (int f = 0; f < N_FLAGS; f++)
         if (mask & (1u << f))
             used += (size_t)PyOS_snprintf(buf + used, sizeof(buf) - used, "%s%s",
                                           used ? ", " : "", labels[f]);
@@ -80,7 +101,7 @@ shp_flags_footnote(PyObject *items, PyObject *names_of, int html)
     if (mask == NULL || clauses == NULL || comma == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++)
-        mask[i] = flag_mask((shp_Stats *)PyList_GET_ITEM(items, i));
+        mask[i] = shp_stats_cause_mask((shp_Stats *)PyList_GET_ITEM(items, i));
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned m = mask[i];
         int first = m != 0;

@@ -126,9 +126,18 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     s->timed_iters = n;
     s->name = PyUnicode_FromString("samples");
     s->device = PyUnicode_FromString("CPU");
-    if (s->name == NULL || s->device == NULL || (warn && shp_stats_warn_stability(st, s) < 0)) {
+    if (s->name == NULL || s->device == NULL) {
         Py_DECREF(s);
         return NULL;
+    }
+    if (warn) {
+        shp_diag d = {0, 0, NULL};
+        if (shp_stats_diagnose_stability(s, &d) < 0 ||
+            shp_diag_emit(st, &d, s->name, (PyObject *)s) < 0) {
+            shp_diag_clear(&d);
+            Py_DECREF(s);
+            return NULL;
+        }
     }
     return (PyObject *)s;
 }
@@ -186,7 +195,15 @@ static PyMethodDef shp_methods[] = {
      "get_ram_mb($module, /)\n--\n\n-> float\n\nCurrent resident set size of this process in MiB."},
     {"_stats_from_samples", FASTKW(shp_stats_from_samples),
      "Test hook: BenchmarkStats summarising the given samples (ms)."},
+    {"suppressed_warnings", shp_suppressed_warnings, METH_NOARGS,
+     "suppressed_warnings() -> dict\n\nHow many times each machine-level cause (a busy "
+     "machine) was found again and not said, by label: such a condition is said once per "
+     "process until it clears.  The results still carry it (stats.flags)."},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
+    {"_warning_texts", shp_warning_texts, METH_O,
+     "_warning_texts(entry) -> dict\n\nTest hook: every cause's text as said to a user of "
+     "entry ('benchmark_callable', 'benchmark_onnx', 'profile_model', 'compare_callables', "
+     "'cli')."},
     {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
@@ -274,6 +291,8 @@ shp_exec(PyObject *m)
         PyExc_KeyboardInterrupt, NULL);
     if (st->interrupted == NULL || add_object(m, "BenchmarkInterrupted", st->interrupted) < 0)
         return -1;
+    if (shp_warn_init(m, st) < 0)
+        return -1;
     st->noop = PyCFunction_NewEx(&noop_def, NULL, m);
     if (st->noop == NULL)
         return -1;
@@ -302,6 +321,10 @@ shp_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->profiler_type);
     Py_VISIT(st->timer_type);
     Py_VISIT(st->default_profiler);
+    for (int c = 0; c < SHP_N_CAUSES; c++)
+        Py_VISIT(st->cause_class[c]);
+    Py_VISIT(st->combined_classes);
+    Py_VISIT(st->package_dir);
     return 0;
 }
 
@@ -323,6 +346,10 @@ shp_clear(PyObject *m)
     Py_CLEAR(st->profiler_type);
     Py_CLEAR(st->timer_type);
     Py_CLEAR(st->default_profiler);
+    for (int c = 0; c < SHP_N_CAUSES; c++)
+        Py_CLEAR(st->cause_class[c]);
+    Py_CLEAR(st->combined_classes);
+    Py_CLEAR(st->package_dir);
     return 0;
 }
 

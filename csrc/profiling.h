@@ -281,6 +281,24 @@ typedef struct {
 
 struct shp_hwm_window;
 
+/* What a benchmark call can find doubtful about its figures (warn.c): each a
+ * subclass of BenchmarkWarning, said at most once per call. */
+typedef enum {
+    SHP_CAUSE_NOISY, SHP_CAUSE_MULTIMODAL, SHP_CAUSE_DRIFTING, SHP_CAUSE_BUSY,
+    SHP_CAUSE_LAUNCH_BOUND, SHP_CAUSE_OVERHEAD, SHP_CAUSE_PAGE_FAULTS, SHP_CAUSE_WARMUP,
+    SHP_CAUSE_COARSE_TIMER, SHP_CAUSE_GPU_CLOCK, SHP_CAUSE_THROTTLED, SHP_CAUSE_SHARED_GPU,
+    SHP_CAUSE_NO_SYNC, SHP_CAUSE_NO_VRAM, SHP_CAUSE_NO_GPU_TIME, SHP_N_CAUSES
+} shp_cause;
+
+/* What a call diagnosed as it ran: causes (bits of shp_cause) and the numbers
+ * behind them, which go on the warning's attributes.  Start zeroed; always
+ * end with shp_diag_emit or shp_diag_clear (warn.c). */
+typedef struct {
+    unsigned causes;
+    int busy_known;      /* the machine's load was read (busy or not) */
+    PyObject *attrs;     /* dict str -> value, or NULL */
+} shp_diag;
+
 typedef struct {
     PyTypeObject *stats_type;       /* BenchmarkStats */
     PyTypeObject *gpumem_type;      /* GPUMemoryInfo */
@@ -300,6 +318,12 @@ typedef struct {
     double others_share;            /* last measured share of the CPUs others used; NaN */
     shp_cuda cuda;
     shp_nvml nvml;
+    /* warnings (warn.c) */
+    PyObject *cause_class[SHP_N_CAUSES];   /* NoisyWarning, ... (BenchmarkWarning's subclasses) */
+    PyObject *combined_classes;     /* dict: cause mask -> the class of several causes */
+    PyObject *package_dir;          /* str: this package's directory + separator, or NULL */
+    int busy_said;                  /* the busy machine was said and has not cleared since */
+    Py_ssize_t suppressed[SHP_N_CAUSES];   /* repeats not said, per cause */
 } shp_state;
 
 /* The module definition (module.c); data, so reading it calls nothing. */
@@ -1050,6 +1074,12 @@ typedef struct {
 /* ---- flags.c ------------------------------------------------------------ */
 
 #define SHP_MAX_FLAGS 8
+/* The label of a cause ("noisy", "busy machine", "warm-up too short", ...);
+ * a static string. */
+const char *shp_cause_label(shp_cause c);
+/* The causes read back from a result's fields (its flags: the first seven
+ * of shp_cause), as bits.  Runs no Python, never fails. */
+unsigned shp_stats_cause_mask(const shp_Stats *s);
 /* The doubt labels of a result ("noisy", "multimodal", "drifting", "busy
  * machine", "launch-bound", "overhead-dominated", "page faults"), static
  * strings, in that order; returns how many.  Runs no Python, never fails. */
@@ -1111,12 +1141,34 @@ int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* advice.c: fill the stability fields of `s`; 0, or -1 with MemoryError. */
 int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
-/* A BenchmarkWarning naming the cause and a remedy when the diagnosis
- * kept in s->stab is not "stable" (nothing for a result not diagnosed
- * here); 0, or -1 when the warning was turned into an error. */
-int shp_stats_warn_stability(shp_state *st, shp_Stats *s);
+/* Add to d the cause of a diagnosis kept in s->stab that is not "stable"
+ * (multimodal, drifting or noisy, with its numbers; nothing for a result
+ * not diagnosed here).  0 / -1. */
+int shp_stats_diagnose_stability(const shp_Stats *s, shp_diag *d);
 /* advice.c: fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
+
+/* ---- warn.c: the one BenchmarkWarning of a benchmark call ---------------- */
+
+void shp_diag_cause(shp_diag *d, shp_cause c);
+/* Put value (stolen; NULL: the error of making it) on the warning as `key`;
+ * 0 / -1. */
+int shp_diag_object(shp_diag *d, const char *key, PyObject *value);
+int shp_diag_number(shp_diag *d, const char *key, double v);
+void shp_diag_clear(shp_diag *d);
+/* Say d as one warning about benchmark `name` (a str, or NULL) whose result
+ * is `stats` (or NULL), at the user's frame; nothing when there is no cause
+ * (a busy machine already said counts as none).  Clears d.  0 / -1 (a
+ * warnings filter of "error" raises here). */
+int shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats);
+/* Module exec: the cause classes on m, the combination cache.  0 / -1. */
+int shp_warn_init(PyObject *m, shp_state *st);
+/* suppressed_warnings(): {label: count} of the repeats not said. */
+PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
+/* Test hook _warning_texts(entry): {class name: text} as said to a user of
+ * `entry` ("benchmark_callable", "benchmark_onnx", "profile_model",
+ * "compare_callables", "cli"). */
+PyObject *shp_warning_texts(PyObject *module, PyObject *entry);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
 
@@ -1276,10 +1328,12 @@ typedef struct {
  * device: our CudaSync becomes the native sync, another callable is called,
  * a CUDA device gets the driver, MPS torch.mps.synchronize (RuntimeError
  * when torch is not imported).  On a CUDA device synced by the user's hook,
- * the driver is still bound for VRAM telemetry when track_vram, or a
- * BenchmarkWarning says why not.  0 / -1; shp_sync_clear() either way.
+ * the driver is still bound for VRAM telemetry when track_vram, or d records
+ * why not (and an accelerator label without a sync).  0 / -1;
+ * shp_sync_clear() either way.
  */
-int shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p);
+int shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p,
+                     shp_diag *d);
 /* Drop the reference p holds, free its events and L2 buffer.  Never fails. */
 void shp_sync_clear(shp_sync *p);
 /* Call the Python sync; *t_after (if given) is read right after it returns.
@@ -1444,19 +1498,20 @@ typedef struct {
 } shp_extras;
 
 /* Events (stream: where they are recorded) on the native CUDA path, and the
- * L2 flush buffer when cold; a BenchmarkWarning when events are not
- * available.  0, or -1 with an exception (cold and the flush impossible, or
- * a stream without a CUDA device). */
-int shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream);
+ * L2 flush buffer when cold; d records why when events are not available.
+ * 0, or -1 with an exception (cold and the flush impossible, or a stream
+ * without a CUDA device). */
+int shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream,
+                     shp_diag *d);
 /* The NVML watch of the call's CUDA device, from before the first call. */
 void shp_extras_watch_begin(shp_state *st, shp_call *p);
 /* first_call_ms, warmup_ms, settle_calls, the gpu_* / host_* fields and
  * gpu_telemetry into s; run->samples are in ms already.  0 / -1. */
 int shp_extras_fill(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhead_ns,
                     const shp_call *p, shp_extras *x);
-/* The warnings of those figures (too-short warm-up, launch-bound, clock,
- * throttling, other processes).  0 / -1 (a warning turned error). */
-int shp_extras_warn(shp_state *st, shp_Stats *s, const shp_extras *x, const shp_call *p);
+/* Add to d what those figures make doubtful (launch-bound, a too-short
+ * warm-up, the GPU's clock, throttling, other processes).  0 / -1. */
+int shp_extras_diagnose(const shp_Stats *s, const shp_extras *x, const shp_call *p, shp_diag *d);
 
 /* ---- bench.c ------------------------------------------------------------ */
 

@@ -38,7 +38,8 @@ static const shp_field stats_fields[] = {
         "Peak device used memory minus the baseline (MiB, device-wide; CUDA only)."),
     KW("p50_ms", SHP_F_OPT_DOUBLE, p50_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "50th percentile (ms)."),
     KW("p90_ms", SHP_F_OPT_DOUBLE, p90_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "90th percentile (ms)."),
-    KW("p99_ms", SHP_F_OPT_DOUBLE, p99_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "99th percentile (ms)."),
+    KW("p99_ms", SHP_F_OPT_DOUBLE, p99_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "99th percentile (ms); from under 100 samples it is little more than max_ms."),
     KW("iqr_ms", SHP_F_OPT_DOUBLE, iqr_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET, "Interquartile range p75 - p25 (ms)."),
     KW("ci95_low_ms", SHP_F_OPT_DOUBLE, ci95_low_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
        "Lower end of the distribution-free 95% confidence interval of the median (ms)."),
@@ -575,30 +576,8 @@ PyType_Spec shp_stats_spec = {
     .slots = stats_slots,
 };
 
-/* p99 of fewer than 100 samples is the maximum, or an interpolation
- * towards it: say so when somebody reads it. */
-static PyObject *
-Stats_get_p99(PyObject *op, void *closure)
-{
-    shp_Stats *self = (shp_Stats *)op;
-    if (!isnan(self->p99_ms) && self->timed_iters < 100) {
-        shp_state *st = shp_state_from_type(Py_TYPE(op));
-        if (st == NULL)
-            return NULL;
-        if (PyErr_WarnFormat(st->warning, 1,
-                             "p99_ms of %R comes from %zd samples; under 100 samples the 99th "
-                             "percentile is little more than the maximum (use num_iters >= 100)",
-                             self->name, self->timed_iters) < 0)
-            return NULL;
-    }
-    return shp_field_get(op, (const shp_field *)closure);
-}
-
 void
 shp_stats_prepare_spec(void)
 {
     shp_fields_fill_getset(stats_fields, stats_extra_getset, stats_getset);
-    for (PyGetSetDef *g = stats_getset; g->name != NULL; g++)
-        if (strcmp(g->name, "p99_ms") == 0)
-            g->get = Stats_get_p99;
 }

@@ -64,7 +64,8 @@ mps_available(void)
 /* Decide what synchronises each iteration; never silently nothing on a
  * device that runs asynchronously. */
 int
-shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p)
+shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync *p,
+                 shp_diag *d)
 {
     p->st = st;
     int is_cuda = dev->kind == SHP_DEV_CUDA;
@@ -77,14 +78,11 @@ shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync 
                         "without MPS); nothing was called. Use device='cpu'");
         return -1;
     }
-    if (dev->kind == SHP_DEV_OTHER && p->fn == NULL &&
-        PyErr_WarnFormat(st->warning, 1,
-                         "device=%R names an accelerator this harness cannot synchronise (it "
-                         "syncs CPU, CUDA[:n] / a CUDA provider, and MPS): no device sync is "
-                         "applied, so work still queued on the device when func returns is not "
-                         "timed. Pass sync_fn= (e.g. torch.xpu.synchronize) or, for an NVIDIA "
-                         "GPU, device='cuda'", dev->label) < 0)
-        return -1;
+    if (dev->kind == SHP_DEV_OTHER && p->fn == NULL) {
+        shp_diag_cause(d, SHP_CAUSE_NO_SYNC);
+        if (shp_diag_object(d, "device", Py_NewRef(dev->label)) < 0)
+            return -1;
+    }
     if (p->fn != NULL && shp_cuda_sync_unwrap(st, p->fn, &p->cuda)) {
         /* our own CudaSync passed as sync_fn: call the driver directly */
         Py_CLEAR(p->fn);
@@ -120,10 +118,9 @@ shp_sync_resolve(shp_state *st, const shp_device *dev, int track_vram, shp_sync 
         }
         else {
             PyErr_Clear();
-            char why[300];
-            PyOS_snprintf(why, sizeof(why), "%s", st->cuda.why[0] ? st->cuda.why : "no CUDA device");
-            if (PyErr_WarnFormat(st->warning, 1,
-                                 "VRAM is not tracked (vram_delta_mb stays 0.0): %s", why) < 0)
+            shp_diag_cause(d, SHP_CAUSE_NO_VRAM);
+            if (shp_diag_object(d, "reason", PyUnicode_FromString(
+                                    st->cuda.why[0] ? st->cuda.why : "no CUDA device")) < 0)
                 return -1;
         }
     }

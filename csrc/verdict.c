@@ -334,24 +334,30 @@ void
 shp_judge_reason(const char *verdict, double ratio, double lo, double hi, double margin,
                  const char *basis, const char *advice, char *buf, size_t size)
 {
-    double pct = 100.0 * margin;
-    if (strcmp(verdict, "slower") == 0 || strcmp(verdict, "faster") == 0)
+    double pct = 100.0 * margin, up = 1.0 + margin, down = 1.0 / (1.0 + margin);
+    /* the margin said as it is applied: a ratio above 1 + m, or below 1 / (1 + m) */
+    if (strcmp(verdict, "slower") == 0)
         PyOS_snprintf(buf, size,
-                      "%.1f%% %s, beyond the %.0f%% margin; the interval [%.3f, %.3f] excludes 1 "
-                      "(%s)", 100.0 * fabs(ratio - 1.0), ratio > 1.0 ? "slower" : "faster", pct,
-                      lo, hi, basis);
+                      "%.1f%% slower: the ratio %.4f is beyond the %.0f%% margin (above %.4f), "
+                      "and the interval [%.3f, %.3f] excludes 1 (%s)", 100.0 * (ratio - 1.0),
+                      ratio, pct, up, lo, hi, basis);
+    else if (strcmp(verdict, "faster") == 0)
+        PyOS_snprintf(buf, size,
+                      "%.1f%% faster: the ratio %.4f is beyond the %.0f%% margin (below %.4f = "
+                      "1/%.2f), and the interval [%.3f, %.3f] excludes 1 (%s)",
+                      100.0 * (1.0 - ratio), ratio, pct, down, up, lo, hi, basis);
     else if (strcmp(verdict, "same") == 0)
         PyOS_snprintf(buf, size,
-                      "the interval [%.3f, %.3f] lies within the %.0f%% margin (%s)", lo, hi, pct,
-                      basis);
+                      "the interval [%.3f, %.3f] lies within the %.0f%% margin (%.4f to %.4f) "
+                      "(%s)", lo, hi, pct, down, up, basis);
     else if (!(lo <= hi) || !(ratio > 0.0) || !(lo > 0.0))
         PyOS_snprintf(buf, size, "no interval could be estimated: a median <= 0 or no "
                       "interval (%s)%s", basis, advice);
     else if ((lo > 1.0 || hi < 1.0))
         PyOS_snprintf(buf, size,
-                      "a real difference (interval [%.3f, %.3f] excludes 1) but smaller than the "
-                      "%.0f%% margin in its estimate %.3f; lower margin= to call it (%s)",
-                      lo, hi, pct, ratio, basis);
+                      "a real difference (interval [%.3f, %.3f] excludes 1) but within the "
+                      "%.0f%% margin (%.4f to %.4f) in its estimate %.4f; lower margin= to call "
+                      "it (%s)", lo, hi, pct, down, up, ratio, basis);
     else
         PyOS_snprintf(buf, size,
                       "the interval [%.3f, %.3f] (±%.0f%%) is wider than the %.0f%% margin allows "

@@ -100,6 +100,13 @@ FAKE_CUDA_PRELUDE = textwrap.dedent(
         def inside(self, a, b, margin=0.0):
             # how many stamps fell in (a + margin, b - margin)
             return sum(1 for x in self.stamps if a + margin < x < b - margin)
+
+    def said(w):
+        # a recorded BenchmarkWarning as one str: its class, text and the numbers it
+        # carries as attributes (the text itself is fixed per cause)
+        m = w.message
+        extra = sorted((k, v) for k, v in vars(m).items() if k not in ("stats", "causes"))
+        return f"{w.category.__name__}: {m} | " + " ".join(f"{k}={v}" for k, v in extra)
     """
 )
 

@@ -298,9 +298,11 @@ def test_cuda_device_without_driver_refuses_to_time_dispatch(monkeypatch):
         pytest.skip("a CUDA driver is present")
     with pytest.raises(RuntimeError, match="sync_fn"):
         benchmark_callable(lambda: None, device="CUDA")
-    with pytest.warns(BenchmarkWarning, match="VRAM is not tracked"):
+    with pytest.warns(prof.VRAMNotTrackedWarning, match="device memory is not tracked") as rec:
         s = benchmark_callable(lambda: None, device="cuda", sync_fn=lambda: None)
     assert s.vram_delta_mb == 0.0
+    w = next(r.message for r in rec if isinstance(r.message, prof.VRAMNotTrackedWarning))
+    assert w.reason and w.stats is s and "VRAM not tracked" in w.causes
 
 
 def test_mps_without_torch_needs_a_sync(monkeypatch):

@@ -101,6 +101,12 @@ def test_short_provider_names_resolve_case_insensitively():
         resolve_provider("TensorRT", available)
 
 
+def test_a_single_provider_string_is_that_provider(linear_path, recwarn):
+    # not its letters ("provider 'C' is not available")
+    res = benchmark_onnx(linear_path, providers="CPU", warmup=1, iters=3)
+    assert [s.device for s in res] == ["CPUExecutionProvider"]
+
+
 def test_session_cannot_be_rerun_on_other_providers(linear_path):
     sess = ort.InferenceSession(str(linear_path), providers=["CPUExecutionProvider"])
     assert len(benchmark_onnx(sess, providers=["CPU"], iters=2, warmup=0)) == 1

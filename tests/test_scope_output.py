@@ -57,6 +57,19 @@ def test_summary_logs_the_released_lines_byte_for_byte(caplog):
     assert [r.getMessage() for r in records] == EXPECTED_SUMMARY
 
 
+def test_the_summary_is_printed_or_returned_whatever_the_logging_setup(capsys, caplog):
+    # summary() logs at INFO as the released one does: nothing shows without a logging
+    # configuration; print_summary() and summary_text() give the same lines directly
+    p = fixed_tree()
+    assert p.summary_text() == "\n".join(EXPECTED_SUMMARY)
+    p.print_summary()
+    assert capsys.readouterr().out == "\n".join(EXPECTED_SUMMARY) + "\n"
+    import io
+    buf = io.StringIO()
+    p.print_summary(file=buf)
+    assert buf.getvalue().splitlines()[1] == "=== Hierarchical Profiling Summary ==="
+
+
 def test_summary_equals_the_released_module_on_the_same_tree(caplog, released):
     rel = released
     ours = fixed_tree()

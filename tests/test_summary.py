@@ -136,14 +136,16 @@ def test_median_ci_coverage_is_about_95_percent():
     assert 0.92 <= hits / trials <= 0.995
 
 
-def test_p99_warns_when_read_with_few_samples():
+def test_reading_an_attribute_never_warns():
+    # p99_ms of 50 samples warned when read (issue 20: reading a field is not an event;
+    # its docstring says what 99th percentile of few samples is worth)
     s = _native._stats_from_samples(np.ones(50))
-    with pytest.warns(BenchmarkWarning, match="under 100 samples"):
-        s.p99_ms
-    s = _native._stats_from_samples(np.ones(100))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert s.p99_ms == 1.0
+        assert s.p99_ms == 1.0 and s.to_dict()["p99_ms"] == 1.0
+        for name in dir(s):
+            getattr(s, name)
+    assert "under 100 samples" in type(s).p99_ms.__doc__
 
 
 def test_bad_samples_are_rejected():

@@ -143,6 +143,17 @@ def test_run_sizes_are_checked_and_travel_with_the_result():
         compare_benchmarks(s, s)
 
 
+def test_the_margin_in_the_reason_is_the_margin_that_was_applied():
+    # the 5% margin is applied as a ratio above 1.05 or below 1/1.05: "4.8% faster, beyond
+    # the 5% margin" read as a contradiction; the reason names the bound it was judged by
+    c = compare_benchmarks(stats(steady(1.0)), stats(steady(0.95)), run_spread=0)
+    assert c.verdict == "faster", c.reason
+    assert c.reason.startswith("5.0% faster: the ratio 0.9500 is beyond the 5% margin "
+                               "(below 0.9524 = 1/1.05)"), c.reason
+    near = compare_benchmarks(stats(steady(1.0)), stats(steady(0.96)), run_spread=0)
+    assert near.verdict != "faster" and "0.9524" in near.reason, near.reason
+
+
 def test_comparison_keeps_reason_and_margin_through_pickle_and_dict():
     c = compare_benchmarks(stats(steady(1.0)), stats(steady(2.0)), margin=0.1)
     assert c.verdict == "slower" and "beyond the 10% margin" in c.reason

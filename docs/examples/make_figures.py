@@ -1,6 +1,7 @@
-"""Regenerate the pictures in docs/img/ (run from the repository root):
+"""The pictures of the guide, into a new temporary folder (or --out; run from the
+repository root with `--out docs/img` to regenerate the guide's own):
 
-    python docs/examples/make_figures.py
+    python docs/examples/make_figures.py [--out FOLDER]
 
 Needs matplotlib; the batch-size sweep also needs torch (CPU is enough).
 The numbers in the pictures are from whatever machine runs this script.
@@ -13,7 +14,6 @@ import numpy as np
 from spatialhub.utils.profiling import benchmark_callable
 from spatialhub.utils.profiling.plot import plot_latency, plot_sweep
 
-OUT = Path(__file__).resolve().parent.parent / "img"
 
 
 def process_pipeline(image_tensor, threshold=0.5):
@@ -21,7 +21,15 @@ def process_pipeline(image_tensor, threshold=0.5):
     return filtered > threshold
 
 
-def main():
+def main(argv=None):
+    import argparse
+    import tempfile
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=None, help="folder for the pictures (default: a new "
+                                                "temporary one; docs/img for the guide's)")
+    a = ap.parse_args(argv)
+    OUT = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="spatialhub-figures-"))
     OUT.mkdir(exist_ok=True)
     frame = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
     full = benchmark_callable(process_pipeline, frame, threshold=0.6, name="ImagePreprocessor",
@@ -35,6 +43,7 @@ def main():
         import torch
     except ImportError:
         print("torch not installed: skipping the batch-size sweep picture", file=sys.stderr)
+        print(f"wrote the pictures into {OUT}")
         return
     from spatialhub.utils.profiling.adapters import profile_model
 
@@ -49,6 +58,7 @@ def main():
     plot_sweep(res, path=OUT / "sweep_batch.png",
                title="SmallCNN on CPU (1 thread): latency and throughput vs batch size")
     print(res.to_table())
+    print(f"wrote the pictures into {OUT}")
 
 
 if __name__ == "__main__":

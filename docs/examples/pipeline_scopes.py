@@ -1,16 +1,17 @@
 """Where does the time go in my pipeline?  A NumPy preprocess -> ONNX Runtime model ->
 NumPy postprocess pipeline, timed stage by stage with the scope profiler.
 
-    python docs/examples/pipeline_scopes.py [--frames 20] [--out docs/img]
+    python docs/examples/pipeline_scopes.py [--frames 20] [--out FOLDER]
 
 Prints the tree table (Markdown) and the released-style summary, and writes
 pipeline_trace.json (Chrome Trace Event JSON: open it in https://ui.perfetto.dev,
 chrome://tracing or speedscope) and scope_trace.png (the same spans drawn with matplotlib)
-into --out.  Needs onnx, onnxruntime and matplotlib (the [onnx] and [plot] extras).
+into --out (default: a new temporary folder; `--out docs/img` refreshes the guide's
+pictures).  Needs onnx, onnxruntime and matplotlib (the [onnx] and [plot] extras).
 """
 import argparse
-import logging
 import os
+import tempfile
 
 import numpy as np
 
@@ -107,8 +108,11 @@ def draw_trace(trace, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=20)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "img"))
+    ap.add_argument("--out", default=None,
+                    help="folder for the trace and its picture (default: a new temporary one)")
     a = ap.parse_args(argv)
+    if a.out is None:
+        a.out = tempfile.mkdtemp(prefix="spatialhub-pipeline-")
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -125,8 +129,7 @@ def main(argv=None):
             postprocess(logits)
 
     print(prof.to_markdown())
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    prof.summary()
+    prof.print_summary()   # summary() logs the same lines at INFO, as the released one
     os.makedirs(a.out, exist_ok=True)
     trace = prof.export_chrome_trace(os.path.join(a.out, "pipeline_trace.json"))
     draw_trace(trace, os.path.join(a.out, "scope_trace.png"))

@@ -16,6 +16,25 @@ from ._native import (
     get_cuda_sync_fn,
     get_gpu_vram_mb,
     get_ram_mb,
+    suppressed_warnings,
+)
+# One BenchmarkWarning subclass per cause (docs/statistics.md, Warnings): filter by class.
+from ._native import (
+    BusyMachineWarning,
+    CoarseTimerWarning,
+    DriftingWarning,
+    GPUClockWarning,
+    GPUTimeWarning,
+    LaunchBoundWarning,
+    MultimodalWarning,
+    NoDeviceSyncWarning,
+    NoisyWarning,
+    OverheadWarning,
+    PageFaultWarning,
+    SharedGPUWarning,
+    ThrottledWarning,
+    VRAMNotTrackedWarning,
+    WarmupWarning,
 )
 
 __all__ = [
@@ -31,6 +50,22 @@ __all__ = [
     "get_cuda_sync_fn",
     "get_gpu_vram_mb",
     "get_ram_mb",
+    "suppressed_warnings",
+    "BusyMachineWarning",
+    "CoarseTimerWarning",
+    "DriftingWarning",
+    "GPUClockWarning",
+    "GPUTimeWarning",
+    "LaunchBoundWarning",
+    "MultimodalWarning",
+    "NoDeviceSyncWarning",
+    "NoisyWarning",
+    "OverheadWarning",
+    "PageFaultWarning",
+    "SharedGPUWarning",
+    "ThrottledWarning",
+    "VRAMNotTrackedWarning",
+    "WarmupWarning",
 ]
 
 

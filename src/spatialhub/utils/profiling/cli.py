@@ -10,6 +10,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import math
 import os
 import sys
 import warnings
@@ -412,12 +413,39 @@ def _compare(a):
 # main
 # ---------------------------------------------------------------------------
 
-def _write(path, text):
+def _cannot_write(option, path, exc):
+    """The one wording of a failed output, for --json, --markdown and --plot alike."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return CliError(f"{option}: cannot write {path}: {reason}")
+
+
+def _check_outputs(a):
+    """Before anything runs: every output path can be written (its folder exists and
+    takes files; it is not a folder itself), and --plot has matplotlib.  A benchmark that
+    runs for minutes and then cannot save its result has wasted them."""
+    for option, path in (("--json", a.json), ("--markdown", a.markdown), ("--plot", a.plot)):
+        if path is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise _cannot_write(option, path, IsADirectoryError(21, "Is a directory"))
+        if not os.path.isdir(folder):
+            raise _cannot_write(option, path, FileNotFoundError(2, f"no folder {folder}"))
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise _cannot_write(option, path, PermissionError(13, "Permission denied"))
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CliError("--plot needs matplotlib: pip install matplotlib") from None
+
+
+def _write(option, path, text):
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise _cannot_write(option, path, exc) from None
 
 
 def _plot(a, stats_list, sweep_result):
@@ -430,6 +458,8 @@ def _plot(a, stats_list, sweep_result):
             plot_latency(stats_list, kind=a.plot_kind, path=a.plot)
     except ImportError as exc:
         raise CliError(f"--plot: {exc}") from None
+    except OSError as exc:
+        raise _cannot_write("--plot", a.plot, exc) from None
 
 
 def _one_line(exc):
@@ -447,6 +477,7 @@ def _main(a):
     from ._native import BenchmarkInterrupted
     from .sweeps import SweepResult
 
+    _check_outputs(a)
     interrupted = None
     if a.compare:
         stats_list, table, payload = _compare(a)
@@ -480,16 +511,26 @@ def _main(a):
             env = dict(payload[-1].get("env") or {})
             env["interrupted"] = True   # env is free-form: --compare still reads the file
             payload[-1]["env"] = env
-    if a.json:
-        _write(a.json, json.dumps(payload[0] if len(payload) == 1 else payload,
-                                  indent=2, default=_json_default) + "\n")
-    print(table)
-    if a.markdown:
-        _write(a.markdown, table + "\n")
-    if a.plot and interrupted is None:
-        _plot(a, stats_list, sweep_result)
+    # the table first: whatever happens to the files, what was measured is shown
+    print(table, flush=True)
+    failed_writes = []
+    for option, write in (
+            ("--json", a.json and (lambda: _write("--json", a.json, json.dumps(
+                payload[0] if len(payload) == 1 else payload, indent=2,
+                default=_json_default) + "\n"))),
+            ("--markdown", a.markdown and (lambda: _write("--markdown", a.markdown,
+                                                          table + "\n"))),
+            ("--plot", a.plot and interrupted is None and (
+                lambda: _plot(a, stats_list, sweep_result)))):
+        if write:
+            try:
+                write()
+            except CliError as exc:
+                failed_writes.append(exc)
     if interrupted is not None:
         raise interrupted
+    if failed_writes:
+        raise CliError("; ".join(str(e) for e in failed_writes))
     failed = getattr(a, "gate_failed", None)
     if failed:
         worst = max(failed, key=lambda c: c.ratio)
@@ -508,6 +549,37 @@ def _partial(exc):
     return ([stats] if stats is not None else []), None
 
 
+def _number(x):
+    """A number as people read it: 1,770 rather than 1.77e+03, 0.00084 rather than 8.4e-04."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    if math.isnan(x):
+        return "unknown"
+    ax = abs(x)
+    if ax >= 100 or ax == 0:
+        return f"{x:,.0f}"
+    if ax >= 1:
+        return f"{x:.3g}"
+    return f"{x:.{2 - math.floor(math.log10(ax))}f}"
+
+
+def _warning_text(message):
+    """A BenchmarkWarning for the terminal: its text, then the numbers it carries."""
+    text = str(message)
+    numbers = []
+    for key, value in vars(message).items() if isinstance(message, Warning) else ():
+        if key in ("causes", "benchmark", "stats") or value is None:
+            continue
+        shown_value = (f"{value * 100:.0f}%" if key.endswith("_share") and
+                       isinstance(value, float) else _number(value))
+        numbers.append(f"{key} {shown_value}")
+    if numbers:
+        text += "\n  (" + ", ".join(numbers) + ")"
+    return text
+
+
 def _json_default(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
@@ -524,17 +596,24 @@ def main(argv=None):
         _check_combinations(parser, a)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return exc.code if isinstance(exc.code, int) else 2
-    from ._native import BenchmarkWarning
+    from ._native import BenchmarkWarning, suppressed_warnings
 
-    def one_line_warning(message, category, filename, lineno, file=None, line=None):
+    def run_warning(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, BenchmarkWarning):   # a finding about the run, not about code
-            print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            print(f"{PROG}: warning: {_warning_text(message)}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
     shown = warnings.showwarning
     try:
-        warnings.showwarning = one_line_warning
+        warnings.showwarning = run_warning
+        before = suppressed_warnings()
         status = _main(a)
+        repeats = {k: n - before.get(k, 0) for k, n in suppressed_warnings().items()}
+        repeats = {k: n for k, n in repeats.items() if n > 0}
+        if repeats:
+            print(f"{PROG}: note: " + ", ".join(
+                f"{n} repeated warning{'s' if n > 1 else ''} not shown ({k})"
+                for k, n in repeats.items()), file=sys.stderr)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

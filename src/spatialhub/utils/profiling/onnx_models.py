@@ -100,7 +100,8 @@ def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=Non
     ``model`` is a path to an ``.onnx`` file, the model's bytes, or an
     ``onnxruntime.InferenceSession``.  ``providers`` (default
     ``("CPUExecutionProvider",)``; for a session, the session's own) lists
-    the providers to compare, by full or short name ("CPU", "CUDA"); a
+    the providers to compare, by full or short name ("CPU", "CUDA"; a single
+    name is one provider); a
     provider this onnxruntime build does not have raises ``ValueError``
     listing the ones it has, and so does one that ONNX Runtime accepted but
     silently replaced by another.  A session runs on the providers it was
@@ -123,6 +124,8 @@ def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=Non
     """
     import onnxruntime as ort
 
+    if isinstance(providers, (str, bytes)):
+        providers = [providers]   # one provider, not its letters
     available = list(ort.get_available_providers())
     if isinstance(model, ort.InferenceSession):
         own = model.get_providers()

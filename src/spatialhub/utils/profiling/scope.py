@@ -70,12 +70,30 @@ class HierarchicalProfiler(ProfilerCore):
 
     def summary(self) -> None:
         """Log the tree at INFO on the module's logger, line for line as the released
-        module does (average wall and CPU seconds per call, CPU utilisation, peaks)."""
-        logger.info("\n=== Hierarchical Profiling Summary ===")
-        self._log_tree(self.root, 0)
-        logger.info("======================================")
+        module does (average wall and CPU seconds per call, CPU utilisation, peaks).
 
-    def _log_tree(self, node: ProfileNode, depth: int) -> None:
+        Like the released one it prints nothing unless logging is configured to show INFO
+        (``logging.basicConfig(level=logging.INFO)``); :meth:`print_summary` prints the
+        same lines, :meth:`summary_text` returns them."""
+        for line in self._summary_lines():
+            logger.info(line)
+
+    def summary_text(self) -> str:
+        """The lines :meth:`summary` logs, as one str."""
+        return "\n".join(self._summary_lines())
+
+    def print_summary(self, file: Any = None) -> None:
+        """Print the lines :meth:`summary` logs (to ``file``, default ``sys.stdout``),
+        whatever the logging configuration."""
+        print(self.summary_text(), file=file)
+
+    def _summary_lines(self) -> list[str]:
+        lines = ["\n=== Hierarchical Profiling Summary ==="]
+        self._tree_lines(self.root, 0, lines)
+        lines.append("======================================")
+        return lines
+
+    def _tree_lines(self, node: ProfileNode, depth: int, out: list[str]) -> None:
         if depth > 0:
             indent = "  " * (depth - 1) + "|-" if depth > 1 else ""
             calls = node.calls
@@ -86,10 +104,10 @@ class HierarchicalProfiler(ProfilerCore):
             vram = node.peak_vram_delta_mb
             extra = (f" [RAM: +{ram:.1f}MB]" if ram > 1.0 else "") + (
                 f" [VRAM: +{vram:.1f}MB]" if vram > 1.0 else "")
-            logger.info(f"{indent}{node.name:<32} | Calls: {calls:<4} | Wall: {wall:.4f}s | "
-                        f"CPU: {cpu:.4f}s ({util:.0f}%){extra}")
+            out.append(f"{indent}{node.name:<32} | Calls: {calls:<4} | Wall: {wall:.4f}s | "
+                       f"CPU: {cpu:.4f}s ({util:.0f}%){extra}")
         for child in list(node.children.values()):
-            self._log_tree(child, depth + 1)
+            self._tree_lines(child, depth + 1, out)
 
     # ---- beyond the released one: tables, dict / JSON, Chrome trace ----
 

@@ -1,0 +1,210 @@
+"""What a user reads when a figure should not be trusted (issue 20; docs/statistics.md,
+"Warnings"): at most one warning per benchmark call, listing its causes; a fixed text per
+cause with the numbers on the warning's attributes, so a loop of thousands of benchmarks
+says a handful of lines and the warnings registry stays small; a class per cause; the
+location is the user's own line, however many of our wrappers lie between; every remedy
+names an argument of the function the user called; a busy machine is said once per process
+while it stays busy."""
+import inspect
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import spatialhub.utils.profiling as prof
+from spatialhub.utils.profiling import _native, benchmark_callable
+
+LABELS = {   # a cause as results (stats.flags) and warnings (.causes) name it -> its class
+    "noisy": "NoisyWarning", "multimodal": "MultimodalWarning", "drifting": "DriftingWarning",
+    "busy machine": "BusyMachineWarning", "launch-bound": "LaunchBoundWarning",
+    "overhead-dominated": "OverheadWarning", "page faults": "PageFaultWarning",
+    "warm-up too short": "WarmupWarning", "coarse timer": "CoarseTimerWarning",
+    "GPU clock moved": "GPUClockWarning", "GPU throttled": "ThrottledWarning",
+    "shared GPU": "SharedGPUWarning", "no device sync": "NoDeviceSyncWarning",
+    "VRAM not tracked": "VRAMNotTrackedWarning", "GPU time not measured": "GPUTimeWarning",
+}
+CAUSES = list(LABELS.values())
+
+
+def recorded(fn, *args, **kwargs):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, [r for r in w if issubclass(r.category, prof.BenchmarkWarning)]
+
+
+def test_one_class_per_cause_under_benchmark_warning():
+    for name in CAUSES:
+        cls = getattr(prof, name)
+        assert issubclass(cls, prof.BenchmarkWarning) and name in prof.__all__
+        assert cls.__module__ == "spatialhub.utils.profiling" and cls.__doc__
+
+
+def test_one_warning_per_call_and_its_class_matches_every_cause():
+    # a no-op on 20 iterations: overhead-dominated, and often noisy or drifting as well
+    for _ in range(5):
+        s, w = recorded(benchmark_callable, _native._noop, num_warmup=1, num_iters=20)
+        assert len(w) <= 1
+        if w:
+            m = w[0].message
+            assert m.stats is s and m.benchmark == "BenchmarkTarget"
+            assert set(m.causes) <= set(s.flags) | {"coarse timer"}
+            for label in m.causes:
+                assert isinstance(m, getattr(prof, LABELS[label])), (label, type(m).__mro__)
+            assert all(f"  {label}: " in str(m) for label in m.causes)
+
+
+def test_a_class_filter_silences_its_cause():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=prof.OverheadWarning)
+        benchmark_callable(_native._noop, num_warmup=1, num_iters=20)
+    assert not [r for r in w if issubclass(r.category, prof.OverheadWarning)]
+
+
+def test_texts_are_fixed_and_name_the_callers_arguments():
+    """No number, placeholder or exponent in any text; {warmup} / {iters} name a parameter
+    of the function the user called."""
+    params = {
+        "benchmark_callable": inspect.signature(prof.benchmark_callable).parameters,
+        "benchmark_onnx": inspect.signature(prof.benchmark_onnx).parameters,
+        "profile_model": inspect.signature(prof.profile_model).parameters,
+        "compare_callables": inspect.signature(prof.compare_callables).parameters,
+    }
+    for entry in list(params) + ["cli"]:
+        texts = _native._warning_texts(entry)
+        assert sorted(texts) == sorted(CAUSES)
+        for cls, text in texts.items():
+            assert "{" not in text and "?" not in text, (entry, cls, text)
+            assert not re.search(r"\de[+-]\d", text), (entry, cls, text)
+            for named in re.findall(r"(?:raise|set) ((?:--)?[a-z_]+)", text):
+                if entry == "cli":
+                    assert named in ("--warmup", "--iters"), (cls, named)
+                else:
+                    assert named in params[entry], (entry, cls, named)
+    assert "raise warmup" in _native._warning_texts("profile_model")["DriftingWarning"]
+    assert "raise num_warmup" in _native._warning_texts("benchmark_callable")["DriftingWarning"]
+
+
+def _script(code, tmp_path):
+    path = tmp_path / "user_script.py"
+    path.write_text(textwrap.dedent(code))
+    done = subprocess.run([sys.executable, "-W", "default", str(path)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_a_loop_of_thousands_of_benchmarks_says_a_handful_of_lines(tmp_path):
+    # every message used to carry its own numbers: each was a new registry entry, shown
+    # again (about 1,000 blocks and 400 kB for 2,050 benchmarks)
+    done = _script("""
+        import json, sys
+        from spatialhub.utils.profiling import _native, benchmark_callable, suppressed_warnings
+        def work():
+            sum(range(50))
+        for i in range(2050):
+            benchmark_callable(work if i % 2 else _native._noop, num_warmup=1, num_iters=20,
+                               track_ram=False)
+        registry = globals().get("__warningregistry__", {})
+        print(json.dumps([len(repr(registry)), suppressed_warnings()]))
+    """, tmp_path)
+    size, suppressed = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stderr.splitlines()
+    assert len(lines) <= 60, done.stderr[-3000:]
+    assert size < 100_000, size
+    # each warning points at the user's line, not at the library
+    heads = [ln for ln in lines if "Warning: benchmark" in ln]
+    assert heads and all(ln.startswith(str(tmp_path / "user_script.py") + ":")
+                         for ln in heads), heads
+    assert set(suppressed) <= {"busy machine"}
+
+
+def test_warnings_through_our_wrappers_point_at_the_users_line():
+    # sweep -> benchmark_callable: the frames of this package are skipped
+    def factory(n):
+        return _native._noop, ()
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        prof.sweep(factory, [1, 2], num_warmup=1, num_iters=20)
+    w = [r for r in w if issubclass(r.category, prof.BenchmarkWarning)]
+    assert w and all(r.filename == __file__ and r.lineno == line for r in w), \
+        [(r.filename, r.lineno) for r in w]
+
+
+def test_the_cli_says_each_warning_with_its_numbers_and_its_own_arguments(tmp_path):
+    mod = tmp_path / "decaying_mod.py"
+    mod.write_text(textwrap.dedent("""
+        import time
+        calls = [0]
+        def work():
+            calls[0] += 1
+            time.sleep(max(0.0002, 0.012 - 0.001 * calls[0]))
+    """))
+    done = subprocess.run(
+        [sys.executable, "-m", "spatialhub.utils.profiling", "--callable", "decaying_mod:work",
+         "--warmup", "1", "--iters", "40", "--no-progress"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "spatialhub-bench: warning: benchmark" in done.stderr
+    assert "warm-up too short:" in done.stderr and "set --warmup to at least" in done.stderr
+    assert "settle_calls" in done.stderr and "head_ms" in done.stderr   # the numbers, shown
+    assert "e+0" not in done.stderr and "e-0" not in done.stderr
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "spatialhub.utils.profiling", *args],
+                          capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def test_cli_checks_every_output_path_before_the_run(tmp_path):
+    for option in ("--json", "--markdown", "--plot"):
+        done = _cli(option, str(tmp_path / "missing" / "out.x"), "--iters", "3",
+                    "--no-progress", cwd=tmp_path)
+        assert done.returncode == 1 and done.stdout == "", (option, done.stdout)
+        assert done.stderr.strip().splitlines()[-1].startswith(
+            f"spatialhub-bench: error: {option}: cannot write {tmp_path / 'missing' / 'out.x'}: ")
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full")
+def test_cli_shows_the_table_when_a_write_fails_after_the_run(tmp_path):
+    # /dev/full passes the check (its folder exists and takes files); writing to it fails
+    done = _cli("--json", "/dev/full", "--markdown", str(tmp_path / "t.md"),
+                "--iters", "3", "--no-progress", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "| Model / Target |" in done.stdout              # what was measured is shown
+    assert (tmp_path / "t.md").read_text().startswith("### ")   # the other output written
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("spatialhub-bench: error: --json: cannot write /dev/full: "), last
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the hogs need /proc/stat")
+def test_a_busy_machine_is_said_once_per_process_and_the_repeats_counted(tmp_path):
+    done = _script("""
+        import json, os, subprocess, sys, time
+        import spatialhub.utils.profiling as prof
+        n = len(os.sched_getaffinity(0))
+        prof.benchmark_callable(sum, range(100), num_iters=5)     # the reading before
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+        try:
+            time.sleep(1.0)
+            busy = [prof.benchmark_callable(sum, range(100), num_iters=5).machine_busy
+                    for _ in range(4)]
+        finally:
+            for h in hogs:
+                h.kill()
+        print(json.dumps([busy, prof.suppressed_warnings()]))
+    """, tmp_path)
+    busy, suppressed = json.loads(done.stdout.strip().splitlines()[-1])
+    if not all(busy):
+        pytest.skip(f"the hogs did not make the machine read as busy: {busy}")
+    assert done.stderr.count("busy machine:") == 1, done.stderr
+    assert suppressed.get("busy machine", 0) >= 3, suppressed
