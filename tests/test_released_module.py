@@ -15,6 +15,7 @@ coexistence step unpacks it there), is loaded here beside ours, in one process:
   ONNX Runtime session, then format_benchmark_table(stats_list, title=...) appended to a
   Markdown report) prints the released table on ours.
 """
+import json
 import logging
 import re
 import statistics
@@ -222,30 +223,47 @@ def test_a_measured_result_is_the_released_layout_plus_at_most_a_footnote(rel, q
 
 # ---- (c) the same median on an allocation-heavy pipeline ------------------------------
 
-def _pipeline(a):
+PIPELINE_RUN = """
+import importlib.util, json, statistics, sys, warnings
+warnings.simplefilter("ignore")
+spec = importlib.util.spec_from_file_location("released_profiling", sys.argv[1])
+rel = importlib.util.module_from_spec(spec)
+sys.modules["released_profiling"] = rel
+spec.loader.exec_module(rel)
+import numpy as np
+import spatialhub.utils.profiling as ours
+
+def pipeline(a):
     return np.clip(a * 1.5, 0, 1) > 0.5
 
+x = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
+ratios, faults = [], []
+for r in range(16):                 # interleaved, in alternating order: drift cancels
+    got = {}
+    for side in (("ours", "rel") if r % 2 == 0 else ("rel", "ours")):
+        mod = ours if side == "ours" else rel
+        got[side] = mod.benchmark_callable(pipeline, x, num_warmup=3, num_iters=20,
+                                           track_ram=False)
+    ratios.append(got["ours"].median_ms / got["rel"].median_ms)
+    faults.append(got["ours"].minor_faults_per_iter)
+print(json.dumps([ratios, faults]))
+"""
 
-def test_pipeline_medians_agree_within_5_percent(rel, quiet):
+
+def test_pipeline_medians_agree_within_5_percent(rel):
     """np.clip(x * 1.5, 0, 1) > 0.5 on a 1x3x480x640 float32 frame, made directly as
     float32, so glibc hands the 3.7 MB temporaries back to the kernel on every free (the
     fault counters confirm it): releasing the output inside the timed region is part of
-    the call.  Ours read 0.90x theirs when it released the output after the clock."""
-    x = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
-    ratios, faults = [], []
-    for r in range(16):            # interleaved, in alternating order: drift cancels
-        mine = theirs = None
-        for side in ((0, 1) if r % 2 == 0 else (1, 0)):
-            if side == 0:
-                mine = ours.benchmark_callable(_pipeline, x, num_warmup=3, num_iters=20,
-                                               track_ram=False)
-            else:
-                theirs = rel.benchmark_callable(_pipeline, x, num_warmup=3, num_iters=20,
-                                                track_ram=False)
-        ratios.append(mine.median_ms / theirs.median_ms)
-        faults.append(mine.minor_faults_per_iter)
-    if statistics.median(faults) < 256:
-        pytest.skip("the output's pages stay in the process here (allocator state differs)")
+    the call.  Ours read 0.90x theirs when it released the output after the clock.  In a
+    fresh interpreter: a process that freed big blocks before has raised glibc's mmap
+    threshold, and the pages then stay."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", PIPELINE_RUN, rel.__file__],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ratios, faults = json.loads(done.stdout.strip().splitlines()[-1])
+    assert statistics.median(faults) > 256, faults   # the allocator state the test is about
     ratio = statistics.median(ratios)
     assert 0.95 <= ratio <= 1.05, (ratio, sorted(round(v, 3) for v in ratios))
 

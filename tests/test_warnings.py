@@ -13,7 +13,6 @@ import sys
 import textwrap
 import warnings
 
-import numpy as np
 import pytest
 
 import spatialhub.utils.profiling as prof
