@@ -74,7 +74,7 @@ set +e
 # replaced: --nbmake needs a notebook runner the contract does not use
 PYTHONPATH="$work/extras${PYTHONPATH:+:$PYTHONPATH}" PYTEST_ADDOPTS= \
     "$PY" -m pytest -p no:cacheprovider -o addopts="" -ra --strict-markers \
-    --doctest-modules --doctest-glob='*.rst' --tb=short \
+    --doctest-modules --doctest-glob='*.rst' --tb=short --durations=15 \
     --junitxml="$keep/contract.xml" "${CONTRACT_FILES[@]}" >"$keep/contract.log" 2>&1
 rc=$?
 set -e
