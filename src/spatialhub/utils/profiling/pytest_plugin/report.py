@@ -8,7 +8,6 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
