@@ -109,7 +109,8 @@ def pytest_configure(config):
 
     config.addinivalue_line("markers", "benchmark: benchmark settings for this test "
                                        "(max_time, min_rounds, group, timer, device, ...)")
-    config._spatialhub_benchmark = BenchmarkSession(config)
+    bs = config._spatialhub_benchmark = BenchmarkSession(config)
+    bs.start()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -106,11 +106,14 @@ class BenchmarkSession:
         self.regressed = False
         self.groups = None
         self._env = None
-        compare = opt("benchmark_compare")
-        if self.fail_rules and compare is None:
+        self.compare = opt("benchmark_compare")
+        if self.fail_rules and self.compare is None:
             raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
-        if compare is not None:
-            self._load_compared(compare)
+
+    def start(self):
+        """Load the compared run (its machine_info hooks can reach this session now)."""
+        if self.compare is not None:
+            self._load_compared(self.compare)
 
     # -- the compared run (configure time) -------------------------------------------------
 
