@@ -223,8 +223,8 @@ def add_options(parser):
              "loop's clock (read in C); any other runs the rounds in Python with that "
              "timer. Default: %(default)r")
     add("--benchmark-calibration-precision", metavar="NUM", type=int, default=10,
-        help="A round lasts at least this many times the timer's precision (the native "
-             "loop's per-call cost for the default timer). Default: %(default)r")
+        help="A round lasts at least this many times the timer's precision (for the "
+             "default timer, the native loop's own cost of a round). Default: %(default)r")
     add("--benchmark-warmup", metavar="KIND", nargs="?", const=True, default="auto",
         type=parse_warmup,
         help="Warm-up before the timed rounds: 'auto' (1-10 rounds, at most a tenth of "
@@ -277,7 +277,7 @@ def add_options(parser):
         # pytest-benchmark's --help test reads it)
         help="Where saved runs live: file://PATH, or PATH alone (elasticsearch+http storage "
              "is not supported here). Default: %(default)r.")
-    add("--benchmark-netrc", nargs="?", default="", const="~/.netrc",
+    add("--benchmark-netrc", metavar="FILE", nargs="?", default="", const="~/.netrc",
         help="Accepted: credentials for elasticsearch storage, which is not supported.")
     add("--benchmark-verbose", action="store_true", default=False,
         help="Log the calibration and every verdict's reason on stderr.")
@@ -293,7 +293,7 @@ def add_options(parser):
              + ". Default: '" + ", ".join(DEFAULT_COLUMNS) + "'")
     add("--benchmark-name", metavar="FORMAT", type=parse_name_format, default="normal",
         help="Row names: 'short', 'normal', 'long' or 'trial'. Default: %(default)r")
-    add("--benchmark-time-unit", metavar="COLUMN", default=None,
+    add("--benchmark-time-unit", metavar="UNIT", default=None,
         choices=["ns", "us", "ms", "s", "auto"],
         help="Unit of the table: 'ns', 'us', 'ms' or 's'. Default: 'auto'.")
     stamp = f"benchmark_{_stamp()}"

@@ -151,8 +151,8 @@ def bench_to_json(fx, include_data=True, verdict=None, checks=None):
         "spatialhub": extra,
     }
     if getattr(fx, "cprofile_stats", None) is not None:
-        out["cprofile"] = cprofile_functions(fx.cprofile_stats, getattr(fx, "cprofile_sort_by", None),
-                                             getattr(fx, "cprofile_top", 25))
+        out["cprofile"] = cprofile_functions(
+            fx.cprofile_stats, getattr(fx, "cprofile_sort_by", None), getattr(fx, "cprofile_top", 25))
     return out
 
 

@@ -412,7 +412,8 @@ class BenchmarkSession:
                     shown = True
                 tr.write(row["fullname"], yellow=True)
                 tr.write_line(f" ({row['source']})" if row.get("source") else "")
-                tr.write_line("ncalls\ttottime\tpercall\tcumtime\tpercall\tfilename:lineno(function)")
+                tr.write_line("ncalls\ttottime\tpercall\tcumtime\tpercall\t"
+                              "filename:lineno(function)")
                 for f in row["cprofile"]:
                     tr.write_line(f"{f['ncalls_recursion']}\t{f['tottime']:.4f}\t"
                                   f"{f['tottime_per']:.4f}\t{f['cumtime']:.4f}\t"
