@@ -10,6 +10,9 @@
 #
 #   bash .ci/pytest_benchmark_contract.sh
 #
+# Time: 7.7 min at load 5 on the 2-core VM, 21 min at load 6 beside the full suite
+# (2026-12-02); the inner pytest runs are most of it.
+#
 # Environment: PYTHON (default: python on PATH); PB_SDIST (a pytest-benchmark
 # 5.3.1 sdist already downloaded; default: pip download into a temp dir);
 # CONTRACT_KEEP (a folder to keep the JUnit report and the log in).
