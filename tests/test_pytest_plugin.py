@@ -14,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--benchmark-max-time=0.05", "--benchmark-max-rounds=300"]
+# where the reference workload is not what a test is about: one native run per benchmark
+# instead of eight segments and nine reference blocks (a third of the time)
+QUICK = FAST + ["--benchmark-reference=off"]
 
 
 def run_pytest(tmp_path, source, *args, env=None, block_pb=True, files=None):
@@ -189,13 +192,17 @@ def test_user_exception_propagates_unchanged(tmp_path):
 
 def test_marker_options_group_extra_info_and_unknown_keyword(tmp_path):
     rc, out = run_pytest(tmp_path, """
-        import json, pytest
+        import json, time, pytest
 
-        @pytest.mark.benchmark(group="parsing", min_rounds=7, max_time=0.01, timer=None)
+        @pytest.mark.benchmark(group="parsing", min_rounds=7, max_time=0.01)
         def test_marked(benchmark):
             benchmark.extra_info["size"] = 3
             benchmark(sum, [1, 2, 3])
             assert benchmark.stats.stats.rounds >= 7
+
+        @pytest.mark.benchmark(group="parsing", timer=time.process_time, max_time=0.01)
+        def test_other_timer(benchmark):
+            benchmark(sum, [1, 2, 3])
 
         @pytest.mark.benchmark(colour="red")
         def test_bad_marker(benchmark):
@@ -204,10 +211,16 @@ def test_marker_options_group_extra_info_and_unknown_keyword(tmp_path):
     assert rc == 1, out
     assert "benchmark mark can't have 'colour' keyword argument" in out
     doc = json.loads((tmp_path / "out.json").read_text())
-    (b,) = doc["benchmarks"]
+    by_name = {b["name"]: b for b in doc["benchmarks"]}
+    assert set(by_name) == {"test_marked", "test_other_timer"}
+    b = by_name["test_marked"]
     assert b["group"] == "parsing" and b["extra_info"] == {"size": 3}
-    assert "benchmark 'parsing'" in out
-    assert "timer=...) is accepted and ignored" in out
+    assert b["options"]["timer"] == "perf_counter" and b["spatialhub"]["clock"] == "native"
+    # another timer: rounds timed in Python with it, as pytest-benchmark does; no memory
+    t = by_name["test_other_timer"]
+    assert t["options"]["timer"] == "process_time" and t["spatialhub"]["clock"] == "python"
+    assert t["spatialhub"]["ram_delta_mb"] is None and t["stats"]["rounds"] >= 5
+    assert "benchmark 'parsing': 2 tests" in out
 
 
 def test_disable_runs_once_untimed_and_skip_only(tmp_path):
@@ -267,7 +280,7 @@ def test_json_follows_pytest_benchmark_schema_plus_our_fields(tmp_path):
         st = b["stats"]
         assert set(st) >= set(PB_STATS)
         d = np.array(st["data"])
-        assert st["rounds"] == len(d) >= 5 and st["iterations"] == 1
+        assert st["rounds"] == len(d) >= 5 and st["iterations"] >= 1
         # seconds, and consistent with the raw data
         assert st["min"] == d.min() and st["max"] == d.max()
         assert abs(st["mean"] - d.mean()) <= 1e-12 * max(1, d.mean())
@@ -300,10 +313,10 @@ INTERLEAVE_SRC = """
 
     def work():
         calls.append("F")
-        return sum(range(200))
+        return sum(range(3000))      # tens of us: one call per round, no loops
 
     def test_work(benchmark):
-        assert benchmark(work) == sum(range(200))
+        assert benchmark(work) == sum(range(3000))
         # the run as blocks: R...R F...F R...R F...F ... R...R
         blocks = []
         for c in calls:
@@ -327,8 +340,9 @@ def test_the_reference_is_timed_all_through_the_benchmark_not_only_around_it(tmp
     got = json.loads((tmp_path / "calls.json").read_text())
     blocks, rounds = got["blocks"], got["rounds"]
     refs = [n for c, n in blocks if c == "R"]
-    # probe call first, then: reference (5 warm-up + 20), segment, ..., reference
-    assert blocks[0] == ["F", 1] and blocks[-1][0] == "F"          # the result call last
+    # calibration first (the cold call, then 5 warm rounds: it is under 1 ms), then:
+    # reference (5 warm-up + 20), segment, ..., reference
+    assert blocks[0] == ["F", 6] and blocks[-1][0] == "F"          # the result call last
     assert len(refs) == min(8, rounds // 5) + 1 >= 3, blocks
     assert refs[0] == 25 and all(n == 21 for n in refs[1:]), refs
     segs = [n for c, n in blocks[1:-1] if c == "F"]
@@ -378,7 +392,9 @@ def test_save_compare_and_gate(tmp_path):
     assert rc == 1, out
     assert "Performance has regressed" in out and "slower FAIL" in out
     md = (tmp_path / "s.md").read_text()
-    assert "**Performance has regressed**" in md and "| `test_spin` |" in md
+    # the saved run's row, then this run's (pytest-benchmark's order and names)
+    assert "**Performance has regressed**" in md and "| `test_spin (NOW)` |" in md
+    assert "| `test_spin (0001_base)` |" in md
 
     # a threshold larger than the slowdown passes
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare=0001",
@@ -387,13 +403,16 @@ def test_save_compare_and_gate(tmp_path):
     assert "Gate passed" in out
 
 
-def test_compare_fail_needs_compare_and_a_median_expression(tmp_path):
+def test_compare_fail_needs_compare_and_a_known_field(tmp_path):
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail=median:10%")
     assert rc == 4 and "requires valid --benchmark-compare" in out, out
-    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail=min:10%")
-    assert rc == 4 and "a raw threshold on min is not supported" in out, out
-    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail=?")
-    assert rc == 4 and "Could not parse value: '?'" in out, out
+    # every field pytest-benchmark knows (and ours) parses; the run then needs a compare
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail", "min:10%", "max:0.001",
+                         "ops:5%", "p99:2.5%", "rounds:1")
+    assert rc == 4 and "requires valid --benchmark-compare" in out, out
+    for bad in ("?", "foo:10%", "median:", "median:10%%"):
+        rc, out = run_pytest(tmp_path, GATE_SRC, f"--benchmark-compare-fail={bad}")
+        assert rc == 4 and f"Could not parse value: {bad!r}." in out, (bad, out)
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare", "--benchmark-compare-fail=median:5%")
     assert rc == 4 and "Can't compare. No benchmark files" in out, out
 
@@ -540,3 +559,216 @@ def test_gate_takes_the_machine_speed_out():
     assert not v.fails and abs(v.ratio - 1.0) < 0.05 and "machine speed factor 1.500" in v.reason
     v = judge("t", base, slow, 0.10, machine_factor=1.0, **hist)
     assert v.fails and v.machine_factor == 1.0
+
+
+# ---- pytest-benchmark's contract: hooks, calibration, options, streams ---------------------
+
+HOOKS_CONFTEST = """
+    import pytest
+
+    def pytest_benchmark_update_machine_info(config, machine_info):
+        machine_info["lab"] = "bench-7"
+
+    def pytest_benchmark_update_commit_info(config, commit_info):
+        commit_info["ticket"] = "T-1"
+
+    def pytest_benchmark_update_json(config, benchmarks, output_json):
+        output_json["names"] = sorted(b.name for b in benchmarks)
+
+    def pytest_benchmark_group_stats(config, benchmarks, group_by):
+        # one table per first letter of the function after "test_"
+        groups = {}
+        for b in benchmarks:
+            groups.setdefault("letter " + b["name"][5], []).append(b)
+        return sorted(groups.items())
+
+    def pytest_benchmark_scale_unit(config, unit, benchmarks, best, worst, sort):
+        return ("m", 1e3) if unit == "seconds" else ("", 1.0)
+"""
+
+
+def test_a_conftest_with_pytest_benchmarks_hooks_runs_and_is_used(tmp_path):
+    """A suite's conftest written for pytest-benchmark's hooks: before, pytest stopped with
+    'unknown hook'; now every hook is called where pytest-benchmark calls it."""
+    rc, out = run_pytest(tmp_path, """
+        def test_alpha(benchmark):
+            benchmark(sum, range(100))
+
+        def test_apple(benchmark):
+            benchmark(sum, range(200))
+
+        def test_beta(benchmark):
+            benchmark(sum, range(300))
+    """, "--benchmark-json=h.json", *QUICK, files={"conftest.py": HOOKS_CONFTEST})
+    assert rc == 0, out
+    doc = json.loads((tmp_path / "h.json").read_text())
+    assert doc["machine_info"]["lab"] == "bench-7"
+    assert doc["commit_info"]["ticket"] == "T-1"
+    assert doc["names"] == ["test_alpha", "test_apple", "test_beta"]
+    # our fields survive the user's hooks (the gate reads them back)
+    assert all("spatialhub" in b for b in doc["benchmarks"])
+    assert "benchmark 'letter a': 2 tests" in out and "benchmark 'letter b': 1 tests" in out
+    assert out.count("Name (time in ms)") == 2, out
+    # pytest-benchmark's columns, ours, then its two counts last
+    header = next(line for line in out.splitlines() if line.startswith("Name (time in"))
+    cols = header.split(")", 1)[1].split()
+    assert cols[:8] == ["Min", "Max", "Mean", "StdDev", "Median", "IQR", "Outliers", "OPS"], cols
+    assert header.rstrip().endswith("Rounds  Iterations") and "P99" in cols, header
+    assert "Median 95% CI" in header and "Peak RAM" in header
+
+
+def test_fast_functions_are_calibrated_into_rounds_of_several_iterations(tmp_path):
+    """A ~0.1 us function is called in loops so that a round lasts >= the 5 us target
+    (pytest-benchmark's calibration); every round stays a sample, divided by the loop
+    count.  A 30 us function keeps one call per round.  --benchmark-verbose logs the
+    calibration on stderr."""
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent("""
+        def test_tiny(benchmark):
+            benchmark(int)
+
+        def test_slowish(benchmark):
+            benchmark(sum, range(3000))
+    """))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                        "no:benchmark", "--benchmark-verbose", "--benchmark-json=c.json", *QUICK],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = {b["name"]: b for b in json.loads((tmp_path / "c.json").read_text())["benchmarks"]}
+    tiny, slowish = doc["test_tiny"]["stats"], doc["test_slowish"]["stats"]
+    assert tiny["iterations"] >= 10, tiny["iterations"]
+    # a round (median per-call time x iterations) reaches the 5 us target, within noise
+    assert tiny["median"] * tiny["iterations"] >= 2.5e-6, tiny
+    assert tiny["rounds"] == len(tiny["data"]) >= 5
+    assert slowish["iterations"] == 1 and slowish["median"] > 5e-6
+    err = p.stderr
+    assert "Calibrating to target round 5.00us" in err and "(native clock)" in err, err
+    assert "    Measured 1 iterations: " in err and "    Measured 10 iterations: " in err
+    assert f" rounds x {tiny['iterations']} iterations ..." in err and "  Ran for " in err
+
+
+def test_compare_fail_on_any_field_says_how_it_judged(tmp_path):
+    """min:, mean: and the others are accepted: median and mean through the interval rule,
+    the rest through pytest-benchmark's raw threshold -- and the output says which."""
+    args = ["--benchmark-max-time=0.1", "--benchmark-max-rounds=1000",
+            "--benchmark-reference=off"]
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-save=base", *args)
+    assert rc == 0, out
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare=0001",
+                         "--benchmark-compare-fail", "min:10%", "mean:10%",
+                         "--benchmark-json=g.json", "--benchmark-verbose", *args,
+                         env={"FACTOR": "2"})
+    # min doubles: its raw threshold fails the run whatever the noise
+    assert rc == 1, out
+    assert "raw threshold with no noise model, as pytest-benchmark judges it" in out, out
+    assert "mean:10%: mean " in out and "the median's run-to-run allowance" in out, out
+    b = json.loads((tmp_path / "g.json").read_text())["benchmarks"][0]
+    checks = {c["expr"]: c for c in b["spatialhub"]["checks"]}
+    assert checks["min:10%"]["method"] == "threshold" and checks["min:10%"]["fails"]
+    # the mean's verdict depends on the machine's outliers (the interval holds them): its
+    # rates are bench material; here, that it was judged by the interval rule
+    assert checks["mean:10%"]["method"] == "interval", checks
+    # the same code, a threshold on min of 300%: passes
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare=0001",
+                         "--benchmark-compare-fail=min:300%", *args)
+    assert rc == 0 and "Gate passed" in out, out
+
+
+def test_gate_mean_rule_never_fails_on_identical_samples_and_catches_a_slowdown():
+    import numpy as np
+
+    from spatialhub.utils.profiling import _native
+    from spatialhub.utils.profiling.pytest_plugin.gate import judge_mean
+
+    rng = np.random.default_rng(3)
+    base = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.05, 2000))
+    same = _native._stats_from_samples(1.0 + rng.gamma(2.0, 0.05, 2000))
+    slow = _native._stats_from_samples(1.5 * (1.0 + rng.gamma(2.0, 0.05, 2000)))
+    hist = {"run_spread": 0.05, "spread_runs": 10}
+    assert not judge_mean("t", base, same, 0.10, **hist).fails
+    v = judge_mean("t", base, slow, 0.10, **hist)
+    assert v.fails and v.verdict == "slower" and 1.4 < v.ratio < 1.6
+    assert v.ci_low <= v.ratio <= v.ci_high
+    # nothing measured yet: the 15% assumed between two single runs holds for the mean too
+    assert judge_mean("t", base, slow, 0.10).verdict == "inconclusive"
+
+
+def test_streams_and_usage_errors_read_as_pytest_benchmarks(tmp_path):
+    """(pytest-benchmark's own tests check the rest of its wording in CI.)"""
+    src = """
+        def test_it(benchmark):
+            benchmark(sum, range(100))
+    """
+    rc, out = run_pytest(tmp_path, src, "--benchmark-only", "--benchmark-disable")
+    assert rc == 4 and "Can't have both --benchmark-only and --benchmark-disable" in out, out
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent(src))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                        "no:benchmark", "--benchmark-save=x", "--benchmark-compare", *QUICK],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the warning at start-up and the saved file's path, both on stderr, as pytest-benchmark
+    assert "PytestBenchmarkWarning: Can't compare. No benchmark files in" in p.stderr, p.stderr
+    assert "Saved benchmark data in: " in p.stderr and "0001_x.json" in p.stderr, p.stderr
+    assert "Saved benchmark data" not in p.stdout
+
+
+def test_columns_choose_and_order_the_table_and_our_extras_come_off(tmp_path):
+    src = """
+        def test_it(benchmark):
+            benchmark(sum, range(100))
+    """
+    rc, out = run_pytest(tmp_path, src, "--benchmark-columns=median,p99,rounds", *QUICK)
+    assert rc == 0, out
+    header = next(line for line in out.splitlines() if line.startswith("Name (time in"))
+    assert header.split(")", 1)[1].split() == ["Median", "P99", "Rounds"], header
+    rc, out = run_pytest(tmp_path, src, "--benchmark-columns=median,bogus")
+    assert rc == 4 and "Invalid column name(s): bogus" in out, out
+
+
+def test_cprofile_lists_the_top_functions_after_the_table(tmp_path):
+    rc, out = run_pytest(tmp_path, """
+        def inner(n):
+            return sum(range(n))
+
+        def test_it(benchmark):
+            assert benchmark(inner, 1000) == sum(range(1000))
+    """, "--benchmark-cprofile=cumtime", "--benchmark-cprofile-top=3",
+                         "--benchmark-json=p.json", *QUICK)
+    assert rc == 0, out
+    assert "cProfile (time in s)" in out and "test_subject.py::test_it" in out, out
+    assert "ncalls\ttottime\tpercall\tcumtime\tpercall\tfilename:lineno(function)" in out
+    prof = json.loads((tmp_path / "p.json").read_text())["benchmarks"][0]["cprofile"]
+    assert 1 <= len(prof) <= 3 and any("(inner)" in f["function_name"] for f in prof), prof
+
+
+def test_options_that_need_a_missing_package_say_which(tmp_path):
+    src = """
+        def test_weave(benchmark_weave):
+            benchmark_weave("os.getcwd")
+    """
+    try:
+        import pygal  # noqa: F401
+    except ImportError:
+        rc, out = run_pytest(tmp_path, src, "--benchmark-histogram=h")
+        assert rc == 4 and "pip install pygal" in out, out
+    try:
+        import aspectlib  # noqa: F401
+    except ImportError:
+        rc, out = run_pytest(tmp_path, src, *QUICK)
+        assert rc == 1 and "needs aspectlib: pip install aspectlib" in out, out
+
+
+def test_the_contract_list_in_the_docs_is_the_one_ci_runs():
+    """docs/guide.md lists pytest-benchmark's test files the plugin is held to; the CI
+    step runs exactly those."""
+    import re
+
+    script = (REPO / ".ci" / "pytest_benchmark_contract.sh").read_text()
+    ci = re.findall(r"^\s+(tests/test_\w+\.(?:py|rst))$", script, re.M)
+    guide = (REPO / "docs" / "guide.md").read_text()
+    section = guide.split("### pytest-benchmark's own tests", 1)[1].split("\n### ", 1)[0]
+    docs = re.findall(r"^\| `(tests/test_\w+\.(?:py|rst))` \|", section, re.M)
+    assert ci and ci == docs, (ci, docs)
+    total = int(re.search(r"EXPECTED_TOTAL=(\d+)", script).group(1))
+    counts = [int(n) for n in re.findall(r"^\| `tests/test_\w+\.(?:py|rst)` \| (\d+) \|",
+                                         section, re.M)]
+    assert sum(counts) == total, (counts, total)

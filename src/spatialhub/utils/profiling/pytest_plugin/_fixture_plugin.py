@@ -1,4 +1,5 @@
-"""The `benchmark` fixture, registered by the plugin only when it owns the name."""
+"""The ``benchmark`` and ``benchmark_weave`` fixtures, registered by the plugin only when
+it owns the names."""
 import pytest
 
 
@@ -14,7 +15,12 @@ def benchmark(request):
         pytest.skip("spatialhub's benchmark plugin is inactive")
     if bs.skip:
         pytest.skip("Benchmarks are skipped (--benchmark-skip was used).")
-    fx = bs.make_fixture(request.node)
+    fx = bs.make_fixture(request)
     yield fx
-    if not fx._mode and not fx.skipped:
-        request.node.warn(pytest.PytestWarning("Benchmark fixture was not used at all in this test!"))
+    fx._cleanup()
+
+
+@pytest.fixture
+def benchmark_weave(benchmark):
+    """``benchmark.weave``: time the first call of a function the test makes (aspectlib)."""
+    return benchmark.weave

@@ -1,21 +1,39 @@
 """The ``benchmark`` fixture: pytest-benchmark's calling conventions, our native loop.
 
-Every timed call goes through ``benchmark_callable`` (C): the sync before and after
-each call (``device=`` / ``sync_fn=``), integer-nanosecond clock, the sample buffer,
+Every timed round goes through ``benchmark_callable`` (C): the sync before and after
+each round (``device=`` / ``sync_fn=``), integer-nanosecond clock, the sample buffer,
 percentiles, the median's CI, peak RAM/VRAM.  What this module adds is the mapping
-from pytest-benchmark's vocabulary (rounds, iterations, warm-up rounds, setup and
-teardown) onto that loop.
+from pytest-benchmark's vocabulary (calibrated iterations per round, rounds, warm-up,
+setup and teardown, cProfile, aspectlib weaving) onto that loop.
+
+``benchmark(func)`` calibrates as pytest-benchmark does: a function faster than the
+round target (``--benchmark-min-time``, 5 us, or ``calibration_precision`` times the
+timer's precision) is called in loops of N iterations, one timed round per loop, and
+each round's time divided by N is one sample.  For the default timer the precision is
+the native loop's own per-round cost (~40 ns here, where pytest-benchmark's Python timer
+reads ~100 ns), so ``--benchmark-min-time`` can be set finer than pytest-benchmark can
+honour.  Any other ``--benchmark-timer`` / ``timer=`` times the rounds in Python with
+that timer, as pytest-benchmark does.
+
+The private attributes pytest-benchmark's fixture keeps (``_timer``, ``_min_time``,
+``_min_rounds``, ``_max_time``, ``_calibration_precision``, ``_precision``,
+``_confidence``, ``_mode``, ``_run_until_precise``) are kept under the same names and
+read when the fixture runs: suites (and its own tests) that set them keep working.
 """
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import re
+import statistics
+import time
 import warnings
 
 import numpy as np
 
 from .._native import BenchmarkStats, BenchmarkWarning, _stats_from_samples, benchmark_callable
+from .options import MARKER_OPTIONS, TIMER_DEFAULT, load_timer, timer_name  # noqa: F401
 
 __all__ = ["BenchmarkFixture", "FixtureAlreadyUsed", "BenchmarkMetadata", "RoundStats"]
 
@@ -25,17 +43,12 @@ _HARNESS_KEYWORDS = frozenset((
     "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram", "sync_fn",
     "target_rel_ci", "max_time_s", "disable_gc", "progress",
 ))
-
-# @pytest.mark.benchmark(...) keywords.  pytest-benchmark's own; the ones that tune
-# its calibration of loops per round have no meaning here (we time every call) and are
-# accepted, recorded in the JSON "options" and listed as ignored in the summary.
-MARKER_OPTIONS = frozenset((
-    "max_time", "min_rounds", "min_time", "timer", "group", "disable_gc", "warmup",
-    "warmup_iterations", "calibration_precision", "cprofile",
-    # ours
-    "device", "sync_fn", "max_rounds", "track_ram", "track_vram", "reference",
-))
-IGNORED_OPTIONS = frozenset(("min_time", "timer", "calibration_precision", "cprofile"))
+# a loop of calls never grows past this many iterations per round (a timer that does
+# not move would otherwise keep the calibration multiplying by 10)
+MAX_LOOPS = 10 ** 9
+# a first call shorter than this is re-timed warm (five rounds, the fastest) before the
+# calibration decides on it
+WARM_RECHECK_S = 1e-3
 
 
 def reference_workload():
@@ -147,7 +160,26 @@ class BenchmarkMetadata:
     param = property(lambda self: self.fixture.param)
     params = property(lambda self: self.fixture.params)
     extra_info = property(lambda self: self.fixture.extra_info)
-    has_error = property(lambda self: self.fixture.has_error)
+    cprofile_stats = property(lambda self: self.fixture.cprofile_stats)
+
+    @property
+    def has_error(self):
+        return self.fixture.has_error
+
+    @has_error.setter
+    def has_error(self, value):   # a generate_json hook wrapper may clear it
+        self.fixture.has_error = value
+
+    def as_dict(self, include_data=True, flat=False, stats=True, cprofile=None):
+        """The JSON entry of this result (pytest-benchmark's keys and ours)."""
+        from . import report
+
+        d = report.bench_to_json(self.fixture, include_data)
+        if not stats:
+            d.pop("stats", None)
+        elif flat:
+            d.update(d.pop("stats"))
+        return d
 
     def __bool__(self):
         return self.stats.rounds > 0
@@ -202,15 +234,59 @@ class _RoundDriver:
             self.pending = True
 
 
+def _fmt_time(seconds):
+    """``12.34us``: pytest-benchmark's compact time format (its verbose log reads so)."""
+    for unit, scale in (("", 1.0), ("m", 1e3), ("u", 1e6)):
+        if seconds >= 1.0 / scale:
+            return f"{seconds * scale:.2f}{unit}"
+    return f"{seconds * 1e9:.2f}n"
+
+
+def _slug(name):
+    return re.sub(r"[\\/:*?<>| ]+", "_", name)
+
+
+def _z(confidence):
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def _timer_precision(timer):
+    """The smallest step a Python-level timer shows between two reads (seconds): up to
+    100 readings, one second at most."""
+    best = None
+    points = 0
+    deadline = time.monotonic() + 1.0
+    prev = timer()
+    while points < 100 and time.monotonic() < deadline:
+        for _ in range(10):
+            t1 = timer()
+            t2 = timer()
+            dt = t2 - t1
+            if dt > 0:
+                break
+        else:
+            dt = t2 - prev
+            if not dt > 0:
+                continue
+        best = dt if best is None else min(best, dt)
+        points += 1
+        prev = timer()
+    return best if best is not None else 1e-9
+
+
 class BenchmarkFixture:
     """The object a test receives as ``benchmark``.
 
     ``benchmark(func, *args, **kwargs)`` times ``func`` and returns its result;
     ``benchmark.pedantic(target, args=(), kwargs=None, setup=None, teardown=None,
-    rounds=1, warmup_rounds=0, iterations=1)`` gives exact control.  Only one of the
-    two may be used, once, per test (``FixtureAlreadyUsed``)."""
+    rounds=1, warmup_rounds=0, iterations=1)`` gives exact control;
+    ``benchmark.weave(target, **aspectlib_options)`` times the first call of ``target``
+    made by the test (aspectlib).  Only one of them may be used, once, per test
+    (``FixtureAlreadyUsed``)."""
 
-    def __init__(self, node, options, add_stats, disabled):
+    _precisions = {}     # Python-level timer -> its precision (seconds), per process
+
+    def __init__(self, node, options, add_stats, disabled, logger=None, warner=None):
         self.name = node.name
         self.fullname = node.nodeid
         callspec = getattr(node, "callspec", None)
@@ -225,15 +301,42 @@ class BenchmarkFixture:
         self.warnings = []
         self._warning_keys = set()
         self.reference_s = None      # median of reference_workload around this benchmark
-        self._options = options
+        self.native_clock = True     # the rounds were timed by the C loop
+        # pytest-benchmark's names (read when the fixture runs; see the module doc)
+        timer = options.get("timer") or TIMER_DEFAULT
+        self._timer = load_timer(timer) if isinstance(timer, str) else timer
+        self._min_rounds = int(options.get("min_rounds", 5))
+        self._max_time = float(options.get("max_time", 1.0))
+        self._min_time = float(options.get("min_time", 0.000005))
+        self._calibration_precision = int(options.get("calibration_precision", 10))
+        precision, confidence = options.get("precision"), options.get("confidence", 0.99)
+        self._precision = float(precision) if precision and confidence else None
+        self._confidence = float(confidence) if precision and confidence else None
+        self._disable_gc = bool(options.get("disable_gc", False))
+        self._warmup = options.get("warmup", "auto")
+        self._warmup_iterations = int(options.get("warmup_iterations", 100000))
+        self._options = options      # ours: max_rounds, device, sync_fn, track_*, reference
+        self.cprofile = bool(options.get("cprofile"))
+        self.cprofile_loops = options.get("cprofile_loops", 1)
+        self.cprofile_dump = options.get("cprofile_dump") or None
+        self.cprofile_stats = None
         self._add_stats = add_stats
+        self._logger = logger
+        self._warner = warner
+        self._cleanup_callbacks = []
         self._mode = None
+
+    def __repr__(self):
+        # pytest shows a failing test's arguments: say which interface this is (the
+        # name pytest-benchmark users and tools look for) and who provides it
+        return (f"<pytest_benchmark.fixture.BenchmarkFixture object at {id(self):#x} "
+                f"(spatialhub.utils.profiling.pytest_plugin)>")
 
     @property
     def enabled(self):
         return not self.disabled
 
-    # -- the two calling conventions -------------------------------------------------
+    # -- the calling conventions -----------------------------------------------------
 
     def __call__(self, function_to_benchmark, *args, **kwargs):
         self._claim("benchmark(...)")
@@ -253,12 +356,31 @@ class BenchmarkFixture:
             self.has_error = True
             raise
 
-    def weave(self, *args, **kwargs):
-        raise NotImplementedError(
-            "benchmark.weave / benchmark_weave (aspectlib) is not supported by spatialhub's "
-            "benchmark fixture; call benchmark(func, ...) around the code instead")
+    def weave(self, target, **kwargs):
+        """Benchmark the first call of ``target`` (an object, or a ``'module.name'``
+        string) the test makes: aspectlib weaves a wrapper in, rolled back when the
+        test ends.  ``kwargs`` go to ``aspectlib.weave`` (``lazy=True``, ...)."""
+        try:
+            import aspectlib
+        except ImportError as exc:
+            raise ImportError(
+                "benchmark.weave / benchmark_weave needs aspectlib: pip install aspectlib") from exc
+
+        def aspect(function):
+            def wrapper(*args, **kw):
+                return self(function, *args, **kw)
+            return wrapper
+
+        self._cleanup_callbacks.append(aspectlib.weave(target, aspect, **kwargs).rollback)
 
     patch = weave
+
+    def _cleanup(self):
+        while self._cleanup_callbacks:
+            self._cleanup_callbacks.pop()()
+        if not self._mode and not self.skipped and self._logger is not None:
+            self._logger.warning("Benchmark fixture was not used at all in this test!",
+                                 warner=self._warner, suspend=True)
 
     # -- internals -----------------------------------------------------------------------
 
@@ -269,17 +391,23 @@ class BenchmarkFixture:
                 f"Fixture can only be used once. Previously it was used in {self._mode} mode.")
         self._mode = mode
 
+    def _debug(self, text, **markup):
+        if self._logger is not None:
+            self._logger.debug(text, **markup)
+
+    def _native_timer(self):
+        return self._timer is time.perf_counter
+
     def _native_kw(self):
         o = self._options
         kw = dict(device=o.get("device") or "CPU", track_ram=bool(o.get("track_ram", True)),
-                  track_vram=bool(o.get("track_vram", True)),
-                  disable_gc=bool(o.get("disable_gc", False)), progress=False,
-                  name=self.name)
+                  track_vram=bool(o.get("track_vram", True)), disable_gc=self._disable_gc,
+                  progress=False, name=self.name)
         if o.get("sync_fn") is not None:
             kw["sync_fn"] = o["sync_fn"]
         return kw
 
-    def _run_native(self, func, args, kwargs, **kw):
+    def _run_native(self, func, args, kwargs, keep_warnings=True, **kw):
         """benchmark_callable with the harness's warnings kept for the report (a test
         suite run with -W error must not fail on a remark about the measurement)."""
         if kwargs and not _HARNESS_KEYWORDS.isdisjoint(kwargs):
@@ -289,6 +417,8 @@ class BenchmarkFixture:
             stats = benchmark_callable(func, *args, **kw, **kwargs)
         for w in caught:
             if issubclass(w.category, BenchmarkWarning):
+                if not keep_warnings:
+                    continue
                 # one note per kind: the segments of one benchmark(func) run say the same
                 # thing with their own figures (the first segment's is kept)
                 msg = str(w.message)
@@ -301,11 +431,12 @@ class BenchmarkFixture:
         return stats
 
     def _reference_on(self):
-        """The reference is timed for CPU benchmarks only: not with a device or sync_fn
-        (device time does not follow the CPU's speed), nor when switched off."""
+        """The reference is timed for CPU benchmarks on the native clock only: not with a
+        device or sync_fn (device time does not follow the CPU's speed), nor another
+        timer, nor when switched off."""
         o = self._options
         return (bool(o.get("reference", True)) and o.get("sync_fn") is None
-                and (o.get("device") or "CPU").upper() == "CPU")
+                and (o.get("device") or "CPU").upper() == "CPU" and self._native_timer())
 
     def _reference_samples(self, n, warmup=5):
         """``n`` timed calls of ``reference_workload`` (milliseconds)."""
@@ -322,78 +453,283 @@ class BenchmarkFixture:
             return None
         return float(np.median(self._reference_samples(150))) / 1e3
 
-    def _run_interleaved(self, func, args, kwargs, kw, num_warmup, rounds):
-        """The timed rounds in up to REF_SEGMENTS segments, a short block of the reference
-        workload before each and after the last: the machine's speed is sampled all
-        through the benchmark's own window, not only before and after it: on a busy 2-core
-        VM the corrected median's run-to-run spread was smaller in 10 of 12 measurements
-        (bench/bench_reference.py; docs/guide.md).  Returns the pooled stats and the
-        reference's median (s)."""
-        segments = max(1, min(REF_SEGMENTS, rounds // REF_MIN_SEGMENT))
-        sizes = [rounds // segments + (i < rounds % segments) for i in range(segments)]
-        refs, parts = [], []
-        for i, size in enumerate(sizes):
-            refs.append(self._reference_samples(REF_BLOCK, warmup=5 if i == 0 else 1))
-            # later segments: no warm-up call, the function is warm; its first call after
-            # the reference block is a sample like any other (the median does not mind)
-            parts.append(self._run_native(func, args, kwargs, **kw,
-                                          num_warmup=num_warmup if i == 0 else 0,
-                                          num_iters=size))
-        refs.append(self._reference_samples(REF_BLOCK, warmup=1))
-        return _pool_segments(parts), float(np.median(np.concatenate(refs))) / 1e3
+    # -- calibration, shared by both clocks ---------------------------------------------
 
-    def _record(self, native, iterations, ref_before=None):
-        ref_after = self._reference() if ref_before is not None else None
-        if ref_before and ref_after:
-            self.reference_s = math.sqrt(ref_before * ref_after)
-        opts = self._options
-        options = {
-            "disable_gc": bool(opts.get("disable_gc", False)),
-            "timer": "spatialhub native clock (perf_counter's clock)",
-            "min_rounds": opts.get("min_rounds"),
-            "max_time": opts.get("max_time"),
-            "min_time": opts.get("min_time"),
-            "warmup": opts.get("warmup"),
-            "device": opts.get("device") or "CPU",
-        }
-        self.stats = BenchmarkMetadata(self, native, iterations, options)
-        self._add_stats(self)
-        return self.stats
+    def _precision_of_timer(self):
+        """The timer's precision (s).  The native clock's is the loop's own cost of one
+        round (the overhead it measures on a native no-op): ~40 ns here."""
+        if self._native_timer():
+            from .._native import _noop, _overhead_ms
+
+            if _overhead_ms() is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", BenchmarkWarning)
+                    benchmark_callable(_noop, num_warmup=0, num_iters=1, track_ram=False,
+                                       track_vram=False, progress=False)
+            ms = _overhead_ms()
+            if ms is not None and ms > 0:
+                return ms / 1e3
+        timer = self._timer
+        if timer not in self._precisions:
+            self._precisions[timer] = _timer_precision(timer)
+            self._debug(f"  Computing precision for {timer_name(timer)} ... "
+                        f"{_fmt_time(self._precisions[timer])}s.", blue=True, bold=True)
+        return self._precisions[timer]
+
+    def _calibrate_timer(self, runner):
+        """Iterations per round: ``runner(loops)`` times one round of ``loops`` calls (s).
+        Grow 10x until a round reaches half a tenth of the target, then estimate; stop
+        once a round lasts ``max(min_time, calibration_precision x timer precision)``."""
+        precision = self._precision_of_timer()
+        cal = max(1, int(self._calibration_precision))
+        min_time = max(self._min_time, precision * cal)
+        estimate_at = min_time * 5 / cal
+        clock = (f"{timer_name(self._timer)} (native clock)" if self._native_timer()
+                 else timer_name(self._timer))
+        self._debug("")
+        self._debug(f"  Calibrating to target round {_fmt_time(min_time)}s; will estimate when "
+                    f"reaching {_fmt_time(estimate_at)}s (using: {clock}, precision: "
+                    f"{_fmt_time(precision)}s).", yellow=True, bold=True)
+        loops = 1
+        while True:
+            duration = runner(loops)
+            self._debug(f"    Measured {loops} iterations: {_fmt_time(duration)}s.", yellow=True)
+            if duration >= min_time or loops >= MAX_LOOPS:
+                break
+            if duration >= estimate_at:
+                loops = max(1, math.ceil(min_time * loops / duration))
+                self._debug(f"    Estimating {loops} iterations.", green=True)
+                if loops == 1:
+                    break
+            else:
+                loops = min(loops * 10, MAX_LOOPS)
+        return duration, loops
+
+    def _rounds_for(self, duration):
+        rounds = math.ceil(self._max_time / duration) if duration > 0 else self._max_rounds()
+        return max(self._min_rounds, min(rounds, self._max_rounds()))
+
+    def _max_rounds(self):
+        return int(self._options.get("max_rounds", 10000))
+
+    def _warmup_rounds(self, duration, loops):
+        w = self._warmup
+        if w in (False, "off", None, 0):
+            return 0
+        cap = 10 if w == "auto" else max(1, self._warmup_iterations // loops)
+        budget = int(0.1 * self._max_time / duration) if duration > 0 else cap
+        return max(1, min(cap, budget))
+
+    def _precise_enough(self, data):
+        """pytest-benchmark 5.3's stopping rule: the mean's relative margin of error at
+        ``_confidence`` is under ``_precision`` (after ``_min_rounds``, 2 at least)."""
+        n = len(data)
+        if n < max(2, self._min_rounds):
+            return False
+        d = np.asarray(data, dtype=np.float64)
+        mean = float(d.mean())
+        if not mean > 0:
+            return False
+        margin = _z(self._confidence) * float(d.std(ddof=1)) / math.sqrt(n) / mean
+        if margin <= self._precision:
+            self._debug(f"  Reached precision ±{margin:.2%} (target ±{self._precision:.2%}) "
+                        f"after {n} rounds.", yellow=True)
+            return True
+        return False
+
+    def _run_until_precise(self, runner, loops_range, stats, max_rounds):
+        """Rounds of ``runner(loops_range)`` into ``stats.update`` until the precision
+        rule holds or ``max_rounds`` ran (the Python-timer path; running sums)."""
+        z = _z(self._confidence)
+        mean = m2 = 0.0
+        for n in range(1, max_rounds + 1):
+            d = runner(loops_range)
+            stats.update(d)
+            delta = d - mean
+            mean += delta / n
+            m2 += delta * (d - mean)
+            if n >= self._min_rounds and n >= 2 and mean > 0:
+                margin = z * math.sqrt(m2 / (n - 1)) / math.sqrt(n) / mean
+                if margin <= self._precision:
+                    self._debug(f"  Reached precision ±{margin:.2%} (target "
+                                f"±{self._precision:.2%}) after {n} rounds.", yellow=True)
+                    return
+
+    # -- benchmark(func) -----------------------------------------------------------------
 
     def _raw(self, func, args, kwargs):
         if not callable(func):
             raise TypeError(f"benchmark(): the function to benchmark must be callable, got "
                             f"{type(func).__name__}")
+        loops = 1
         if self.enabled:
-            o = self._options
-            min_rounds = int(o.get("min_rounds", 5))
-            max_time = float(o.get("max_time", 1.0))
-            max_rounds = int(o.get("max_rounds", 10000))
-            kw = self._native_kw()
-            # 1. one untimed-for-the-report call to learn the cost of a call (cold).
-            probe = self._run_native(func, args, kwargs, **dict(kw, track_ram=False,
-                                                                track_vram=False),
-                                     num_warmup=0, num_iters=1)
-            per_call_s = max(probe.median_ms / 1e3, 1e-9)
-            # 2. warm-up: pytest-benchmark's --benchmark-warmup off means none; our
-            #    default ("auto") spends at most a tenth of max_time, 1 to 10 calls.
-            warmup = o.get("warmup", "auto")
-            if warmup in (False, "off"):
-                num_warmup = 0
+            if self._native_timer():
+                loops = self._raw_native(func, args, kwargs)
             else:
-                cap = int(o.get("warmup_iterations", 10 if warmup == "auto" else 100000))
-                num_warmup = max(1, min(cap, int(0.1 * max_time / per_call_s)))
-            # 3. the timed rounds: as many as fit in max_time, at least min_rounds.
-            rounds = math.ceil(max_time / per_call_s)
-            rounds = max(min_rounds, min(rounds, max_rounds))
-            if self._reference_on():
-                native, self.reference_s = self._run_interleaved(func, args, kwargs, kw,
-                                                                 num_warmup, rounds)
-            else:
-                native = self._run_native(func, args, kwargs, **kw, num_warmup=num_warmup,
-                                          num_iters=rounds)
-            self._record(native, 1)
+                loops = self._raw_python(func, args, kwargs)
+        if self.enabled and self.cprofile:
+            return self._profile(func, args, kwargs, loops)
         return func(*args, **kwargs)
+
+    def _raw_native(self, func, args, kwargs):
+        kw = self._native_kw()
+        quiet = dict(kw, track_ram=False, track_vram=False)
+
+        calls = [0]
+
+        def runner(loops):
+            # the first round is the function's first call (cold, maybe slow): when it is
+            # short, five warm rounds follow and the fastest stands for the step, as
+            # later steps do (one cold call would under-count the iterations)
+            if loops == 1:
+                fn, a, k = func, args, kwargs
+            else:
+                fn, a, k = _looped(func, loops, args, kwargs), (), {}
+            s = self._run_native(fn, a, k, keep_warnings=False, **quiet,
+                                 num_warmup=0, num_iters=1 if calls[0] == 0 else 5)
+            calls[0] += 1
+            best = float(np.min(s.samples_ms)) / 1e3
+            if calls[0] == 1 and best < WARM_RECHECK_S:
+                best = min(best, runner(loops))
+            return best
+
+        duration, loops = self._calibrate_timer(runner)
+        if loops == 1:
+            round_fn, a, k = func, args, kwargs
+        else:
+            round_fn, a, k = _looped(func, loops, args, kwargs), (), {}
+        rounds = self._rounds_for(duration)
+        num_warmup = self._warmup_rounds(duration, loops)
+        self._debug(f"  Running {rounds} rounds x {loops} iterations ...", yellow=True, bold=True)
+        started = time.monotonic()
+        native, self.reference_s = self._timed_rounds(round_fn, a, k, kw, num_warmup, rounds)
+        self._debug(f"  Ran for {_fmt_time(time.monotonic() - started)}s.", yellow=True, bold=True)
+        if loops > 1:
+            native = _per_iteration(native, loops)
+        self._record(native, loops)
+        return loops
+
+    def _timed_rounds(self, round_fn, args, kwargs, kw, num_warmup, rounds):
+        """The timed rounds in up to REF_SEGMENTS segments.  With the reference on, a
+        short block of the reference workload runs before each segment and after the
+        last: the machine's speed is sampled all through the benchmark's own window, not
+        only before and after it (on a busy 2-core VM the corrected median's run-to-run
+        spread was smaller in 10 of 12 measurements: bench/bench_reference.py,
+        docs/guide.md).  With ``--benchmark-precision`` the rule is checked after each
+        segment.  Returns the pooled stats and the reference's median (s) or None."""
+        ref = self._reference_on()
+        if ref or self._precision is not None:
+            segments = max(1, min(REF_SEGMENTS, rounds // REF_MIN_SEGMENT))
+        else:
+            segments = 1
+        sizes = [rounds // segments + (i < rounds % segments) for i in range(segments)]
+        refs, parts, data = [], [], []
+        for i, size in enumerate(sizes):
+            if ref:
+                refs.append(self._reference_samples(REF_BLOCK, warmup=5 if i == 0 else 1))
+            # later segments: no warm-up call, the function is warm; its first call after
+            # the reference block is a sample like any other (the median does not mind)
+            part = self._run_native(round_fn, args, kwargs, **kw,
+                                    num_warmup=num_warmup if i == 0 else 0, num_iters=size)
+            parts.append(part)
+            if self._precision is not None and i + 1 < len(sizes):
+                data.extend(float(x) for x in part.samples_ms)
+                if self._precise_enough(data):
+                    break
+        if ref:
+            refs.append(self._reference_samples(REF_BLOCK, warmup=1))
+        ref_s = float(np.median(np.concatenate(refs))) / 1e3 if ref else None
+        return _pool_segments(parts), ref_s
+
+    def _make_runner(self, func, args, kwargs):
+        """pytest-benchmark's runner: one round of ``loops_range`` calls timed by
+        ``self._timer`` in Python (seconds); with no range, one call and its result."""
+        def runner(loops_range, timer=None):
+            timer = timer or self._timer
+            gc_was = gc.isenabled()
+            if self._disable_gc:
+                gc.disable()
+            try:
+                if loops_range:
+                    start = timer()
+                    for _ in loops_range:
+                        func(*args, **kwargs)
+                    return timer() - start
+                start = timer()
+                result = func(*args, **kwargs)
+                return timer() - start, result
+            finally:
+                if gc_was:
+                    gc.enable()
+        return runner
+
+    def _raw_python(self, func, args, kwargs):
+        """Another timer than the native clock: rounds timed in Python with it."""
+        runner = self._make_runner(func, args, kwargs)
+        duration, loops = self._calibrate_timer(lambda n: runner(range(n)))
+        rounds = self._rounds_for(duration)
+        loops_range = range(loops)
+        for _ in range(self._warmup_rounds(duration, loops)):
+            runner(loops_range)
+        self._debug(f"  Running {rounds} rounds x {loops} iterations ...", yellow=True, bold=True)
+        started = time.monotonic()
+        collected = _Collector()
+        if self._precision is None:
+            for _ in range(rounds):
+                collected.update(runner(loops_range))
+        else:
+            self._run_until_precise(runner, loops_range, collected, rounds)
+        self._debug(f"  Ran for {_fmt_time(time.monotonic() - started)}s.", yellow=True, bold=True)
+        self.native_clock = False
+        self._record(_python_stats(self.name, collected.data, loops), loops)
+        return loops
+
+    def _profile(self, func, args, kwargs, loops):
+        """One more run of the function under cProfile (after the timed rounds, so the
+        profiler's cost is in no sample); its result is the call's."""
+        import cProfile
+
+        n = self.cprofile_loops if self.cprofile_loops is not None else loops
+        profile = cProfile.Profile()
+        result = None
+        for _ in range(max(1, int(n))):
+            result = profile.runcall(func, *args, **kwargs)
+        self._save_cprofile(profile)
+        return result
+
+    def _save_cprofile(self, profile):
+        import pstats
+        from pathlib import Path
+
+        self.cprofile_stats = pstats.Stats(profile)
+        if self.cprofile_dump:
+            path = Path(f"{self.cprofile_dump}-{_slug(self.name)}.prof")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.cprofile_stats.dump_stats(str(path))
+            if self._logger is not None:
+                self._logger.info(f"Saved profile: {path}", bold=True)
+
+    def _record(self, native, iterations, ref_before=None):
+        ref_after = self._reference() if ref_before is not None else None
+        if ref_before and ref_after:
+            self.reference_s = math.sqrt(ref_before * ref_after)
+        o = self._options
+        options = {
+            "disable_gc": self._disable_gc,
+            "timer": getattr(self._timer, "__name__", repr(self._timer)),
+            "min_rounds": self._min_rounds,
+            "max_time": self._max_time,
+            "min_time": self._min_time,
+            "precision": self._precision,
+            "confidence": self._confidence,
+            "warmup": self._warmup,
+            "device": o.get("device") or "CPU",
+        }
+        self.stats = BenchmarkMetadata(self, native, iterations, options)
+        self._add_stats(self)
+        return self.stats
+
+    # -- benchmark.pedantic(...) ---------------------------------------------------------
 
     def _raw_pedantic(self, target, args, kwargs, setup, teardown, rounds, warmup_rounds,
                       iterations):
@@ -426,7 +762,55 @@ class BenchmarkFixture:
         if self.disabled:
             a, k = make_arguments()
             return target(*a, **k)
+        if self._native_timer():
+            result = self._pedantic_native(target, args, kwargs, make_arguments, setup,
+                                           teardown, rounds, warmup_rounds, iterations)
+        else:
+            result = self._pedantic_python(target, make_arguments, teardown, rounds,
+                                           warmup_rounds, iterations)
+        if self.cprofile:
+            import cProfile
 
+            n = self.cprofile_loops if self.cprofile_loops is not None else iterations
+            profile = cProfile.Profile()
+            a, k = make_arguments()
+            for _ in range(max(1, int(n))):
+                profile.runcall(target, *a, **k)
+                if teardown is not None:
+                    teardown(*a, **k)
+            self._save_cprofile(profile)
+        return result
+
+    def _pedantic_python(self, target, make_arguments, teardown, rounds, warmup_rounds,
+                         iterations):
+        loops_range = range(iterations) if iterations > 1 else None
+        for _ in range(warmup_rounds):
+            a, k = make_arguments()
+            self._make_runner(target, a, k)(loops_range)
+            if teardown is not None:
+                teardown(*a, **k)
+        durations, result = [], None
+        for _ in range(rounds):
+            a, k = make_arguments()
+            runner = self._make_runner(target, a, k)
+            if loops_range:
+                durations.append(runner(loops_range))
+            else:
+                d, result = runner(None)
+                durations.append(d)
+            if teardown is not None:
+                teardown(*a, **k)
+        self.native_clock = False
+        self._record(_python_stats(self.name, durations, iterations), iterations)
+        if loops_range:
+            a, k = make_arguments()
+            result = target(*a, **k)
+            if teardown is not None:
+                teardown(*a, **k)
+        return result
+
+    def _pedantic_native(self, target, args, kwargs, make_arguments, setup, teardown, rounds,
+                         warmup_rounds, iterations):
         kw = self._native_kw()
         box = {}
         count = [0]
@@ -451,13 +835,7 @@ class BenchmarkFixture:
             native = self._pedantic_with_setup(target, make_arguments, teardown, rounds,
                                                warmup_rounds, iterations, kw, box)
         if iterations > 1:
-            samples = native.samples_ms / iterations
-            per_call = _stats_from_samples(samples)
-            for attr in ("name", "device", "ram_delta_mb", "vram_delta_mb",
-                         "ram_peak_method", "env", "overhead_ms", "torch_max_allocated_mb"):
-                setattr(per_call, attr, getattr(native, attr))
-            per_call.warmup_iters = native.warmup_iters
-            native = per_call
+            native = _per_iteration(native, iterations)
         self._record(native, iterations, ref)
         if "result" in box:
             return box["result"]
@@ -515,6 +893,56 @@ class BenchmarkFixture:
         driver.last = None
         driver.finish()
         return native
+
+
+class _Collector:
+    """What ``_run_until_precise`` feeds: ``update(duration)`` per round."""
+
+    def __init__(self):
+        self.data = []
+
+    def update(self, duration):
+        self.data.append(duration)
+
+
+def _looped(func, loops, args=(), kwargs=None):
+    """One round of ``loops`` calls of ``func(*args, **kwargs)``, the arguments bound
+    here.  The loop's own cost (some 15-30 ns a call, the least without arguments) is in
+    the round, as it is in pytest-benchmark's."""
+    r = range(loops)
+    if kwargs:
+        def round_of_calls():
+            for _ in r:
+                func(*args, **kwargs)
+    elif args:
+        def round_of_calls():
+            for _ in r:
+                func(*args)
+    else:
+        def round_of_calls():
+            for _ in r:
+                func()
+    return round_of_calls
+
+
+def _per_iteration(native, loops):
+    """The stats of rounds of ``loops`` calls, each round's time divided by ``loops``."""
+    per_call = _stats_from_samples(native.samples_ms / loops)
+    for attr in ("name", "device", "ram_delta_mb", "vram_delta_mb", "ram_peak_method", "env",
+                 "overhead_ms", "torch_max_allocated_mb"):
+        try:
+            setattr(per_call, attr, getattr(native, attr))
+        except (AttributeError, TypeError):
+            pass
+    per_call.warmup_iters = native.warmup_iters
+    return per_call
+
+
+def _python_stats(name, durations_s, loops):
+    """Stats of rounds timed in Python (another timer): per-iteration samples, no memory."""
+    s = _stats_from_samples([float(d) / loops * 1e3 for d in durations_s])
+    s.name = name
+    return s
 
 
 def empty_stats(name):

@@ -1,9 +1,16 @@
-"""The regression gate's one decision.
+"""The regression gate's decisions.
 
-``judge(name, baseline, candidate, threshold, run_spread=..., spread_runs=...)`` is the
-ONLY place where the plugin turns two sets of samples into "fail" / "pass".  Everything
-else (terminal table, Markdown, exit status) reads its ``Verdict``.  Switching to another
-comparison rule is a change to this file alone.
+``--benchmark-compare-fail`` expressions become ``FailRule`` objects
+(``parse_fail_rule``); ``check(rule, ...)`` is the ONLY place where the plugin turns a
+saved run and a new one into "fail" / "pass" for a rule, and ``judge`` the one place for
+the interval rule.  Everything else (terminal table, Markdown, exit status) reads their
+``Check`` and ``Verdict``.  Which field is judged how is the table ``FIELDS``: a new
+field (an instruction count) is one entry there and a judge function.
+
+* ``median`` and ``mean``: the interval rule below, noise included.
+* every other field (``min``, ``max``, ``stddev``, ``iqr``, ``ops``, ``rounds``, the
+  percentiles, ...): pytest-benchmark's raw threshold -- the change over the saved value,
+  in percent or in seconds, against N -- with no noise model; the output says so.
 
 The rule is ``compare_benchmarks``' (docs/statistics.md): the interval of the ratio of
 medians combines, on the log scale, the within-run uncertainty (bootstrap, and the spread
@@ -28,11 +35,31 @@ median now / then):
 """
 from __future__ import annotations
 
+import argparse
 import math
+import re
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["Verdict", "judge", "RESAMPLES", "MIN_MEASURED_SPREAD", "run_spread_of", "t975"]
+__all__ = ["Verdict", "judge", "judge_mean", "RESAMPLES", "MIN_MEASURED_SPREAD",
+           "run_spread_of", "t975", "FailRule", "Check", "parse_fail_rule", "check",
+           "FIELDS", "ALLOWED_FIELDS"]
+
+#: How each --benchmark-compare-fail field is judged: "interval" (the noise-aware rule,
+#: ``judge`` / ``judge_mean``) or "threshold" (pytest-benchmark's raw threshold).
+FIELDS = {
+    "median": "interval", "mean": "interval",
+    "min": "threshold", "max": "threshold", "stddev": "threshold", "iqr": "threshold",
+    "q1": "threshold", "q3": "threshold", "ld15iqr": "threshold", "hd15iqr": "threshold",
+    "p90": "threshold", "p95": "threshold", "p99": "threshold", "ops": "threshold",
+    "rounds": "threshold",
+}
+ALLOWED_FIELDS = tuple(FIELDS)
+#: fields where a lower value is the regression (everything else: higher is worse)
+HIGHER_IS_BETTER = frozenset(("ops",))
+
+_RULE_RE = re.compile(r"^(?P<field>[a-z0-9]+):(?:(?P<pct>[0-9]+(?:\.[0-9]+)?)%"
+                      r"|(?P<abs>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?))$")
 
 RESAMPLES = 2000
 Z95 = 1.959963984540054
@@ -125,3 +152,132 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         reason += f"; machine speed factor {machine_factor!r} unusable: not applied"
     return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, reason,
                    machine_factor if machine_factor is not None else None)
+
+
+# ---- --benchmark-compare-fail rules -------------------------------------------------------
+
+@dataclass(frozen=True)
+class FailRule:
+    """One ``--benchmark-compare-fail`` expression: ``FIELD:N%`` (``kind`` "pct", value
+    in percent) or ``FIELD:N`` (``kind`` "abs", value in the field's unit: seconds)."""
+
+    field: str
+    kind: str
+    value: float
+    text: str
+
+    def __str__(self):
+        return self.text
+
+    @property
+    def method(self):
+        return FIELDS[self.field]
+
+    def fraction(self, saved):
+        """The allowed change as a fraction of the saved value (inf when it is 0)."""
+        if self.kind == "pct":
+            return self.value / 100.0
+        return self.value / saved if saved else float("inf")
+
+
+def parse_fail_rule(text):
+    m = _RULE_RE.match(str(text).strip())
+    if not m or m.group("field") not in FIELDS:
+        raise argparse.ArgumentTypeError(f"Could not parse value: {text!r}.")
+    if m.group("pct") is not None:
+        return FailRule(m.group("field"), "pct", float(m.group("pct")), str(text).strip())
+    return FailRule(m.group("field"), "abs", float(m.group("abs")), str(text).strip())
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule's outcome for one benchmark."""
+
+    rule: FailRule
+    fails: bool
+    reason: str                         # one line: the figures and the rule used
+    verdict: Optional[Verdict] = None   # the interval rule's full reading
+
+
+def check(rule, name, saved_stats, current_stats, baseline=None, candidate=None, **interval):
+    """Judge ``rule`` for one benchmark.  ``saved_stats`` / ``current_stats``: the
+    ``stats`` dicts (seconds) of the saved and the new run; ``baseline`` / ``candidate``:
+    ``BenchmarkStats`` with raw samples, for the interval rule, with ``interval``'s
+    keywords (``run_spread``, ``spread_runs``, ``machine_factor``) passed to it."""
+    if rule.method == "interval":
+        saved = saved_stats.get(rule.field)
+        frac = rule.fraction(float(saved) if saved else 0.0)
+        fn = judge if rule.field == "median" else judge_mean
+        v = fn(name, baseline, candidate, frac, **interval)
+        return Check(rule, v.fails, f"{rule}: {v.reason}", v)
+    return _check_threshold(rule, saved_stats, current_stats)
+
+
+def _check_threshold(rule, saved_stats, current_stats):
+    """pytest-benchmark's rule: the change over the saved value against the threshold,
+    whatever the noise."""
+    f = rule.field
+    saved, now = saved_stats.get(f), current_stats.get(f)
+    if saved is None or now is None:
+        return Check(rule, False, f"{rule}: the saved run has no {f!r}: not judged")
+    saved, now = float(saved), float(now)
+    worse = (saved - now) if f in HIGHER_IS_BETTER else (now - saved)
+    rel = worse / abs(saved) if saved else (0.0 if worse <= 0 else float("inf"))
+    if rule.kind == "pct":
+        fails = rel * 100.0 > rule.value
+    else:
+        fails = worse > rule.value
+    word = "regressed" if worse > 0 else "did not regress"
+    return Check(rule, fails,
+                 f"{rule}: {f} {now:.6g} now, {saved:.6g} saved ({word} by {abs(rel):.1%}); "
+                 f"{'over' if fails else 'within'} the threshold -- a raw threshold with no "
+                 "noise model, as pytest-benchmark judges it (median and mean are judged "
+                 "with the run-to-run noise)")
+
+
+def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
+               spread_runs=None, machine_factor=None, seed=0):
+    """The interval rule for the ratio of means.  Its interval is the wider, on each
+    side, of (a) the median's interval (``judge``: drift, the run-to-run spread and the
+    machine factor) moved onto the ratio of means and (b) the mean's own sampling interval
+    (Welch, on the log scale); the verdict and the failure follow ``judge``'s rule."""
+    import numpy as np
+
+    v = judge(name, baseline, candidate, threshold, run_spread=run_spread,
+              spread_runs=spread_runs, machine_factor=machine_factor, seed=seed)
+    if v.verdict == "no data" or v.ratio is None or not v.ratio > 0:
+        return v
+    a = np.asarray(baseline.samples_ms, dtype=np.float64)
+    b = np.asarray(candidate.samples_ms, dtype=np.float64)
+    mf = machine_factor if (machine_factor is not None and math.isfinite(machine_factor)
+                            and machine_factor > 0) else 1.0
+    b = b / mf
+    ma, mb = float(a.mean()), float(b.mean())
+    if not (ma > 0 and mb > 0):
+        return Verdict(name, "inconclusive", None, None, None, threshold, False,
+                       "a mean <= 0 is no timing: not judged", v.machine_factor)
+    ratio = mb / ma
+    va = float(a.var(ddof=1)) / (a.size * ma * ma) if a.size > 1 else 0.0
+    vb = float(b.var(ddof=1)) / (b.size * mb * mb) if b.size > 1 else 0.0
+    se = math.sqrt(va + vb)
+    df = ((va + vb) ** 2 / ((va * va / (a.size - 1) if a.size > 1 else 0.0)
+                            + (vb * vb / (b.size - 1) if b.size > 1 else 0.0))
+          if se > 0 and a.size > 1 and b.size > 1 else 1e9)
+    q = t975(df) * se
+    lo = min(ratio * v.ci_low / v.ratio, ratio * math.exp(-q))
+    hi = max(ratio * v.ci_high / v.ratio, ratio * math.exp(q))
+    margin = min(threshold, 0.99) if threshold is not None else 0.05
+    up, down = 1.0 + margin, 1.0 / (1.0 + margin)
+    if lo > 1.0 and ratio > up:
+        verdict = "slower"
+    elif hi < 1.0 and ratio < down:
+        verdict = "faster"
+    elif lo >= down and hi <= up:
+        verdict = "same"
+    else:
+        verdict = "inconclusive"
+    fails = threshold is not None and verdict == "slower" and ratio > 1.0 + threshold
+    basis = v.reason.rsplit("; ", 1)[-1] if "; " in v.reason else v.reason
+    reason = (f"mean {ratio:.3f}x, 95% interval [{lo:.3f}, {hi:.3f}]: {verdict} (the "
+              f"median's run-to-run allowance and the mean's own sampling error; {basis})")
+    return Verdict(name, verdict, ratio, lo, hi, threshold, fails, reason, v.machine_factor)

@@ -1,5 +1,5 @@
-"""Reports: pytest-benchmark's JSON schema (plus our fields), the .benchmarks/ store,
-the terminal table and the Markdown summary."""
+"""Reports: pytest-benchmark's JSON schema (plus our fields) and the .benchmarks/ store
+(the tables are table.py's)."""
 from __future__ import annotations
 
 import json
@@ -8,12 +8,11 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 __all__ = ["machine_info", "commit_info", "bench_to_json", "session_json", "Storage",
-           "stats_from_json", "terminal_table", "markdown_report", "machine_id"]
+           "stats_from_json", "machine_id", "cprofile_functions"]
 
 
 def _version():
@@ -96,7 +95,7 @@ def _finite(x):
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-def bench_to_json(fx, include_data=True, verdict=None):
+def bench_to_json(fx, include_data=True, verdict=None, checks=None):
     """One ``benchmarks[]`` entry: pytest-benchmark's keys, its ``stats`` in seconds,
     our extra statistics beside them (``p90``, ``p95``, ``p99``, ``ci95_low``,
     ``ci95_high``, seconds too) and the rest under ``spatialhub``."""
@@ -110,11 +109,14 @@ def bench_to_json(fx, include_data=True, verdict=None):
                       ("ci95_low_ms", "ci95_low"), ("ci95_high_ms", "ci95_high")):
         v = quiet_attr(s, ours)
         stats[key] = None if v is None else v / 1e3
+    native = getattr(fx, "native_clock", True)
     extra = {
         "device": s.device,
+        "clock": "native" if native else "python",
         "warmup_rounds": s.warmup_iters,
-        "ram_delta_mb": s.ram_delta_mb,
-        "vram_delta_mb": s.vram_delta_mb,
+        # rounds timed in Python with another timer track no memory
+        "ram_delta_mb": s.ram_delta_mb if native else None,
+        "vram_delta_mb": s.vram_delta_mb if native else None,
         "ram_peak_method": s.ram_peak_method,
         "torch_max_allocated_mb": s.torch_max_allocated_mb,
         "overhead_s": None if s.overhead_ms is None else s.overhead_ms / 1e3,
@@ -134,7 +136,10 @@ def bench_to_json(fx, include_data=True, verdict=None):
                                "ci95_low": verdict.ci_low, "ci95_high": verdict.ci_high,
                                "threshold": verdict.threshold, "fails": verdict.fails,
                                "reason": verdict.reason}
-    return {
+    if checks:
+        extra["checks"] = [{"expr": str(c.rule), "field": c.rule.field, "method": c.rule.method,
+                            "fails": c.fails, "reason": c.reason} for c in checks]
+    out = {
         "group": fx.group,
         "name": fx.name,
         "fullname": fx.fullname,
@@ -145,6 +150,34 @@ def bench_to_json(fx, include_data=True, verdict=None):
         "stats": stats,
         "spatialhub": extra,
     }
+    if getattr(fx, "cprofile_stats", None) is not None:
+        out["cprofile"] = cprofile_functions(
+            fx.cprofile_stats, getattr(fx, "cprofile_sort_by", None), getattr(fx, "cprofile_top", 25))
+    return out
+
+
+def cprofile_functions(pstats_stats, sort_by=None, top=25):
+    """The profile as pytest-benchmark's list of dicts (``ncalls_recursion``, ``ncalls``,
+    ``tottime``, ``tottime_per``, ``cumtime``, ``cumtime_per``, ``function_name``): the
+    top ``top`` by ``sort_by`` (default cumtime), file names relative to the folder above
+    the current one."""
+    parent = str(Path.cwd().parent)
+    funcs = []
+    for (path, line, name), (cc, nc, tt, ct, _callers) in pstats_stats.stats.items():
+        if path.startswith(parent):
+            path = path[len(parent):].lstrip("/\\")
+        funcs.append({
+            "ncalls_recursion": str(cc) if cc == nc else f"{nc}/{cc}",
+            "ncalls": nc,
+            "tottime": tt,
+            "tottime_per": tt / cc if cc > 0 else 0.0,
+            "cumtime": ct,
+            "cumtime_per": ct / cc if cc > 0 else 0.0,
+            "function_name": f"{path}:{line}({name})",
+        })
+    key = sort_by or "cumtime"
+    funcs.sort(key=lambda f: f[key], reverse=True)
+    return funcs[:max(0, int(top))]
 
 
 def _rel_ci(s):
@@ -153,12 +186,14 @@ def _rel_ci(s):
     return (s.ci95_high_ms - s.ci95_low_ms) / 2 / s.median_ms
 
 
-def session_json(fixtures, minfo, cinfo, include_data=True, verdicts=None):
+def session_json(fixtures, minfo, cinfo, include_data=True, verdicts=None, checks=None):
     verdicts = verdicts or {}
+    checks = checks or {}
     return {
         "machine_info": minfo,
         "commit_info": cinfo,
-        "benchmarks": [bench_to_json(fx, include_data, verdicts.get(fx.fullname))
+        "benchmarks": [bench_to_json(fx, include_data, verdicts.get(fx.fullname),
+                                     checks.get(fx.fullname))
                        for fx in fixtures if not fx.has_error and fx.stats is not None],
         "datetime": datetime.now(timezone.utc).isoformat(),
         "version": _version(),
@@ -235,122 +270,3 @@ class Storage:
             if p.name.startswith(str(which)):
                 return p
         return None
-
-
-# ---- tables ------------------------------------------------------------------------------
-
-COLUMNS = (("Min", "min"), ("Median", "median"), ("Mean", "mean"), ("P90", "p90"),
-           ("P95", "p95"), ("P99", "p99"), ("Max", "max"), ("StdDev", "stddev"),
-           ("IQR", "iqr"))
-
-
-def _unit(seconds):
-    for name, scale in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
-        if seconds >= 1.0 / scale:
-            return name, scale
-    return "ns", 1e9
-
-
-def _row_values(fx):
-    st = fx.stats.stats
-    s = fx.stats.native
-    vals = {"min": st.min, "median": st.median, "mean": st.mean, "max": st.max,
-            "stddev": st.stddev, "iqr": st.iqr}
-    for k, attr in (("p90", "p90_ms"), ("p95", "p95_ms"), ("p99", "p99_ms")):
-        v = quiet_attr(s, attr)
-        vals[k] = None if v is None else v / 1e3
-    return vals
-
-
-def _fmt(v, scale):
-    if v is None:
-        return "-"
-    x = v * scale
-    return f"{x:.4g}" if abs(x) < 1000 else f"{x:,.0f}"
-
-
-def _groups(fixtures):
-    groups = {}
-    for fx in fixtures:
-        if fx.stats is None or fx.has_error:
-            continue
-        groups.setdefault(fx.group, []).append(fx)
-    return sorted(groups.items(), key=lambda kv: kv[0] or "")
-
-
-def _rows(fixtures, verdicts):
-    """(group, unit, header, rows) for each group."""
-    out = []
-    for group, fxs in _groups(fixtures):
-        fxs = sorted(fxs, key=lambda f: f.stats.stats.median)
-        unit, scale = _unit(min(f.stats.stats.median for f in fxs) or 1e-9)
-        header = ["Name"] + [f"{c} ({unit})" for c, _ in COLUMNS] + [
-            "Median 95% CI", "OPS", "Rounds", "Peak RAM"]
-        if verdicts:
-            header.append("vs saved")
-        rows = []
-        for fx in fxs:
-            v = _row_values(fx)
-            s = fx.stats.native
-            ci = (f"[{_fmt(s.ci95_low_ms / 1e3, scale)}, {_fmt(s.ci95_high_ms / 1e3, scale)}]"
-                  if s.ci95_low_ms is not None and s.ci95_high_ms is not None else "-")
-            row = [fx.name] + [_fmt(v[k], scale) for _, k in COLUMNS] + [
-                ci, f"{fx.stats.stats.ops:,.1f}", str(fx.stats.stats.rounds),
-                f"+{s.ram_delta_mb:.1f} MB" if s.ram_delta_mb else "0.0 MB"]
-            if verdicts:
-                vd = verdicts.get(fx.fullname)
-                row.append(_verdict_cell(vd))
-            rows.append(row)
-        out.append((group, header, rows))
-    return out
-
-
-def _verdict_cell(vd):
-    if vd is None:
-        return "(new)"
-    if vd.ratio is None:
-        return vd.verdict
-    mark = " FAIL" if vd.fails else ""
-    return f"{vd.ratio:.3f}x {vd.verdict}{mark}"
-
-
-def terminal_table(fixtures, verdicts=None):
-    lines = []
-    for group, header, rows in _rows(fixtures, verdicts):
-        title = "benchmark" + (f" '{group}'" if group else "") + f": {len(rows)} tests"
-        widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-        line = lambda cells: "  ".join(  # noqa: E731
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-        sep = "-" * len(line(header))
-        lines += [title, sep, line(header), sep] + [line(r) for r in rows] + [sep, ""]
-    return "\n".join(lines)
-
-
-def _md_escape(text):
-    text = " ".join(str(text).split())
-    return re.sub(r"([\\`*_\[\]<>|$~#&])", r"\\\1", text)
-
-
-def markdown_report(fixtures, verdicts=None, gate_line=None, notes=()):
-    """A GitHub job-summary friendly report: one table per group, the gate's outcome."""
-    out = ["## Benchmarks", ""]
-    if gate_line:
-        out += [gate_line, ""]
-    for group, header, rows in _rows(fixtures, verdicts):
-        if group:
-            out += [f"### {_md_escape(group)}", ""]
-        out.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
-        out.append("| :--- " + "| ---: " * (len(header) - 1) + "|")
-        for r in rows:
-            out.append("| " + " | ".join([f"`{r[0]}`".replace("|", "\\|")]
-                                         + [_md_escape(c) for c in r[1:]]) + " |")
-        out.append("")
-    if verdicts:
-        failing = [v for v in verdicts.values() if v.fails]
-        if failing:
-            out += ["### Regressions", ""]
-            out += [f"- `{v.name}`: {_md_escape(v.reason)}" for v in failing]
-            out.append("")
-    for n in notes:
-        out.append(f"- {_md_escape(n)}")
-    return "\n".join(out).rstrip() + "\n"

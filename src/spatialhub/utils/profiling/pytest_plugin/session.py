@@ -1,94 +1,143 @@
-"""One pytest session's benchmarks: options, the compared run, saving, the gate."""
+"""One pytest session's benchmarks: options, the compared run, saving, the gate, the
+report.  The order is pytest-benchmark's: the compared run is loaded at configure time,
+results are saved and grouped at session finish (through its hooks), the table is
+written in the terminal summary."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
 
-from . import report
-from .fixture import IGNORED_OPTIONS, BenchmarkFixture
-from .gate import judge, run_spread_of
+from . import report, table
+from .fixture import BenchmarkFixture, _fmt_time
+from .gate import check, judge, run_spread_of
+from .logger import Logger
+from .options import DEFAULT_COLUMNS, first_or, load_timer, timer_name
 
-_IGNORED_CLI = ("min_time", "timer", "calibration_precision", "sort", "group_by", "columns",
-                "name", "time_unit", "histogram", "csv", "cprofile", "cprofile_loops",
-                "cprofile_top", "cprofile_dump", "netrc")
-
-
-def _xdist_workers(config):
-    if not config.pluginmanager.hasplugin("xdist"):
-        return False
-    try:
-        n = config.getoption("numprocesses")
-    except ValueError:
-        return False
-    return bool(n) or hasattr(config, "workerinput")
+XDIST_WARNING = ("Benchmarks are automatically disabled because xdist plugin is active. "
+                 "Benchmarks cannot be performed reliably in a parallelized environment.")
 
 
 class BenchmarkSession:
+    HISTORY_RUNS = 10
+
     def __init__(self, config):
         self.config = config
         opt = config.getoption
-        self.skip = opt("benchmark_skip") and not opt("benchmark_only")
+        self.verbose = opt("benchmark_verbose")
+        self.quiet = False if self.verbose else opt("benchmark_quiet")
+        level = Logger.VERBOSE if self.verbose else Logger.QUIET if self.quiet else Logger.NORMAL
+        self.logger = Logger(level, config=config)
+        self.skip = opt("benchmark_skip")
         self.only = opt("benchmark_only")
+        if self.skip and self.only:
+            self.skip = False
         self.disabled = opt("benchmark_disable") and not opt("benchmark_enable")
+        # each xdist worker would time with the others competing for the CPUs and write
+        # its own report over the others': benchmarks are off under xdist, as in
+        # pytest-benchmark (said once, at the end, if a benchmark was collected)
+        self.xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+        xdist_active = config.getoption("dist", "no") not in ("no", None) or self.xdist_worker
+        self.xdist_warning = bool(xdist_active and not self.skip and not self.disabled)
+        self.xdist_benchmark_found = False
+        if self.xdist_warning:
+            self.disabled = True
+        if self.disabled and self.only:
+            raise pytest.UsageError(
+                "Can't have both --benchmark-only and --benchmark-disable options. Note that "
+                "--benchmark-disable is automatically activated if xdist is on.")
+        self.cprofile_sort_by = opt("benchmark_cprofile")
+        self.cprofile_top = opt("benchmark_cprofile_top")
         self.options = {
+            "min_time": opt("benchmark_min_time"),
             "max_time": opt("benchmark_max_time"),
             "min_rounds": opt("benchmark_min_rounds"),
-            "max_rounds": opt("benchmark_max_rounds"),
+            "precision": opt("benchmark_precision"),
+            "confidence": opt("benchmark_confidence"),
+            "timer": load_timer(opt("benchmark_timer")),
+            "calibration_precision": opt("benchmark_calibration_precision"),
+            "disable_gc": opt("benchmark_disable_gc"),
             "warmup": opt("benchmark_warmup"),
             "warmup_iterations": opt("benchmark_warmup_iterations"),
-            "disable_gc": opt("benchmark_disable_gc"),
+            "cprofile": bool(self.cprofile_sort_by),
+            "cprofile_loops": opt("benchmark_cprofile_loops"),
+            "cprofile_dump": first_or(opt("benchmark_cprofile_dump")),
+            # ours
+            "max_rounds": opt("benchmark_max_rounds"),
             "device": opt("benchmark_device"),
             "reference": opt("benchmark_reference") != "off",
         }
-        self.notes = []
-        if self.disabled is False and _xdist_workers(config):
-            # each xdist worker would time with the others competing for the CPUs and
-            # write its own report over the others' (pytest-benchmark does the same)
-            self.disabled = True
-            self.notes.append("benchmarks disabled: pytest-xdist is running tests in "
-                              "parallel (use -p no:xdist or -n 0 to benchmark)")
-        self.ignored = sorted("--benchmark-" + k.replace("_", "-") for k in _IGNORED_CLI
-                              if opt("benchmark_" + k) is not None)
+        self.sort = opt("benchmark_sort")
+        self.columns = list(opt("benchmark_columns") or DEFAULT_COLUMNS)
+        self.group_by = opt("benchmark_group_by")
+        self.name_format = table.NAME_FORMATS[opt("benchmark_name")]
+        self.histogram = first_or(opt("benchmark_histogram"))
+        if self.histogram:
+            try:
+                import pygal  # noqa: F401
+            except ImportError:
+                raise pytest.UsageError(
+                    "--benchmark-histogram draws with pygal, which is not installed: "
+                    "pip install pygal (or drop the option)") from None
+        self.csv = first_or(opt("benchmark_csv"))
         self.fixtures = []
-        self.storage = report.Storage(opt("benchmark_storage"))
+        storage = opt("benchmark_storage")
+        if storage.startswith("elasticsearch+"):
+            raise pytest.UsageError(
+                "--benchmark-storage: elasticsearch storage is not supported by spatialhub's "
+                "benchmark plugin; use file://PATH")
+        self.storage = report.Storage(storage)
         self.save = opt("benchmark_save")
         self.autosave = opt("benchmark_autosave")
         self.json_path = opt("benchmark_json")
         self.markdown_path = opt("benchmark_markdown")
-        self.quiet = opt("benchmark_quiet")
-        self.fail_exprs = opt("benchmark_compare_fail") or []
-        compare = opt("benchmark_compare")
-        if self.fail_exprs and compare is None:
-            raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
+        self.fail_rules = list(opt("benchmark_compare_fail") or [])
+        self.run_spread = opt("benchmark_run_spread")
+        self.use_reference = opt("benchmark_reference") != "off"
+        self.notes = []
         self.compared_path = None
         self.compared = {}
         self.history = {}
-        self.run_spread = opt("benchmark_run_spread")
-        self.use_reference = opt("benchmark_reference") != "off"
-        if compare is not None:
-            path = self.storage.find(compare)
-            if path is None:
-                msg = f"Can't compare. No benchmark files in {str(self.storage.dir)!r}"
-                msg += ". Can't load the previous benchmark." if compare is True else \
-                    f" match {compare!r}."
-                if self.fail_exprs:
-                    raise pytest.UsageError(msg)
-                self.notes.append(msg)
-            else:
-                try:
-                    data = json.loads(Path(path).read_text(encoding="utf-8"))
-                    self.compared = {b["fullname"]: b for b in data["benchmarks"]}
-                except (OSError, ValueError, KeyError, TypeError) as exc:
-                    raise pytest.UsageError(f"Can't compare: cannot read {path}: {exc}") from None
-                self.compared_path = path
-                self.history = self._load_history()
         self.verdicts = {}
+        self.checks = {}
         self.regressed = False
-        self.written = []
+        self.groups = None
+        self._env = None
+        self.compare = opt("benchmark_compare")
+        if self.fail_rules and self.compare is None:
+            raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
 
-    HISTORY_RUNS = 10
+    def start(self):
+        """Load the compared run (its machine_info hooks can reach this session now)."""
+        if self.compare is not None:
+            self._load_compared(self.compare)
+
+    # -- the compared run (configure time) -------------------------------------------------
+
+    def _load_compared(self, compare):
+        path = self.storage.find(compare)
+        if path is None:
+            msg = f"Can't compare. No benchmark files in {str(self.storage.root.resolve())!r}"
+            msg += ". Can't load the previous benchmark." if compare is True else \
+                f" match {compare!r}."
+            if self.fail_rules:   # a gate with nothing to gate against: stop here
+                raise pytest.UsageError(msg)
+            self.logger.warning(msg)
+            return
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            self.compared = {b["fullname"]: b for b in data["benchmarks"]}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise pytest.UsageError(f"Can't compare: cannot read {path}: {exc}") from None
+        self.compared_path = Path(path)
+        self.config.hook.pytest_benchmark_compare_machine_info(
+            config=self.config, benchmarksession=self, machine_info=self.machine_info(),
+            compared_benchmark=data)
+        self.history = self._load_history()
+        self.logger.info(f"Comparing against benchmarks from: {path}", newline=False)
 
     def _load_history(self):
         """Medians (seconds) of each benchmark in the latest saved runs: the between-run
@@ -111,37 +160,80 @@ class BenchmarkSession:
                 continue
         return hist
 
-    def make_fixture(self, node):
+    # -- machine and commit (through the hooks) ------------------------------------------
+
+    def environment(self):
+        """Our environment record for ``machine_info``: the first result's, else a probe."""
+        for fx in self.fixtures:
+            if fx.stats is not None and fx.native_clock:
+                return fx.stats.native.env or {}
+        if self._env is None:
+            import warnings
+
+            from .._native import BenchmarkWarning, _noop, benchmark_callable
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", BenchmarkWarning)
+                self._env = benchmark_callable(_noop, num_warmup=0, num_iters=1, track_ram=False,
+                                               track_vram=False, progress=False).env or {}
+        return self._env
+
+    def machine_info(self):
+        hook = self.config.hook
+        info = hook.pytest_benchmark_generate_machine_info(config=self.config)
+        hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=info)
+        return info
+
+    def commit_info(self):
+        hook = self.config.hook
+        info = hook.pytest_benchmark_generate_commit_info(config=self.config)
+        hook.pytest_benchmark_update_commit_info(config=self.config, commit_info=info)
+        return info
+
+    # -- the fixture ---------------------------------------------------------------------
+
+    def make_fixture(self, request):
+        node = request.node
         marker = node.get_closest_marker("benchmark")
         options = dict(self.options)
         if marker:
             options.update(marker.kwargs)
-        used_ignored = sorted(IGNORED_OPTIONS.intersection(marker.kwargs)) if marker else []
-        for k in used_ignored:
-            note = f"@pytest.mark.benchmark({k}=...) is accepted and ignored"
-            if note not in self.notes:
-                self.notes.append(note)
-        fx = BenchmarkFixture(node, options, self.fixtures.append, self.disabled)
+        if options.get("timer") is None:
+            options["timer"] = self.options["timer"]
+        fx = BenchmarkFixture(node, options, self.fixtures.append, self.disabled,
+                              logger=self.logger, warner=node.warn)
+        fx.cprofile_sort_by, fx.cprofile_top = self.cprofile_sort_by, self.cprofile_top
         return fx
+
+    def note_xdist_benchmark(self):
+        """A benchmark was collected.  Under xdist the workers collect: they tell the
+        controller (``workeroutput``, read in ``node_down``), which says it once at its
+        end -- a worker's own stderr may be cut off when the controller exits."""
+        if not self.xdist_warning:
+            return
+        out = getattr(self.config, "workeroutput", None)
+        if out is not None:
+            out["spatialhub_benchmark_collected"] = True
+        else:
+            self.xdist_benchmark_found = True
+
+    def node_down(self, node):
+        if self.xdist_warning and (getattr(node, "workeroutput", None) or {}).get(
+                "spatialhub_benchmark_collected"):
+            self.xdist_benchmark_found = True
+
+    def unconfigure(self):
+        if self.xdist_benchmark_found and getattr(self.config, "workeroutput", None) is None:
+            self.logger.warning(XDIST_WARNING)
 
     # -- end of session ------------------------------------------------------------------
 
-    def _threshold(self, baseline_bench):
-        """The allowed slowdown as a fraction for this benchmark (the tightest EXPR)."""
-        best = None
-        for kind, value in self.fail_exprs:
-            if kind == "pct":
-                frac = value
-            else:
-                med = float(baseline_bench.get("stats", {}).get("median") or 0.0)
-                frac = value / med if med > 0 else float("inf")
-            best = frac if best is None else min(best, frac)
-        return best
+    def _ran(self):
+        return [fx for fx in self.fixtures if not fx.has_error and fx.stats is not None]
 
     def _judge_all(self):
-        for fx in self.fixtures:
-            if fx.has_error or fx.stats is None:
-                continue
+        interval_rules = [r for r in self.fail_rules if r.method == "interval"]
+        for fx in self._ran():
             base = self.compared.get(fx.fullname)
             if base is None:
                 continue
@@ -154,81 +246,190 @@ class BenchmarkSession:
             base_ref = (base.get("spatialhub") or {}).get("reference_s")
             if self.use_reference and base_ref and fx.reference_s:
                 factor = fx.reference_s / float(base_ref)
-            vd = judge(fx.name, report.stats_from_json(base), fx.stats.native,
-                       self._threshold(base) if self.fail_exprs else None, run_spread=spread,
-                       spread_runs=spread_runs, machine_factor=factor)
-            self.verdicts[fx.fullname] = vd
-            if vd.fails:
+            ctx = dict(run_spread=spread, spread_runs=spread_runs, machine_factor=factor)
+            baseline = report.stats_from_json(base)
+            saved_stats = dict(base.get("stats") or {})
+            # what the table shows: the median's reading, with the tightest median or
+            # mean threshold asked for (None: report only)
+            fracs = [r.fraction(float(saved_stats.get(r.field) or 0.0)) for r in interval_rules]
+            self.verdicts[fx.fullname] = judge(fx.name, baseline, fx.stats.native,
+                                               min(fracs) if fracs else None, **ctx)
+            current = report.bench_to_json(fx, include_data=False)["stats"]
+            checks = [check(r, fx.name, saved_stats, current, baseline, fx.stats.native, **ctx)
+                      for r in self.fail_rules]
+            self.checks[fx.fullname] = checks
+            if any(c.fails for c in checks):
                 self.regressed = True
 
     def finish(self, session):
         if self.compared:
             self._judge_all()
-        ran = [fx for fx in self.fixtures if not fx.has_error and fx.stats is not None]
-        if (self.save or self.autosave or self.json_path) and ran:
-            env = ran[0].stats.native.env or {}
-            minfo = report.machine_info(env)
-            cinfo = report.commit_info()
-            doc = report.session_json(self.fixtures, minfo, cinfo, True, self.verdicts)
-            if self.json_path:
-                Path(self.json_path).write_text(report.dumps(doc), encoding="utf-8")
-                self.written.append(("JSON report", self.json_path))
-            name = self.save
-            if self.autosave:
-                name = "{}_{}{}".format(cinfo["id"][:12], doc["datetime"][:19].replace(
-                    "-", "").replace(":", "").replace("T", "_"),
-                    "_uncommitted-changes" if cinfo["dirty"] else "")
-            if name:
-                path = self.storage.save(doc, name)
-                self.written.append(("Saved benchmark data", str(path)))
+        self._save()
+        rows = self._rows()
+        if rows:
+            self.groups = self.config.hook.pytest_benchmark_group_stats(
+                config=self.config, benchmarks=rows, group_by=self.group_by)
         if self.markdown_path:
             Path(self.markdown_path).write_text(
-                report.markdown_report(self.fixtures, self.verdicts, self.gate_line(),
-                                       self.notes + self.ignored_notes()), encoding="utf-8")
-            self.written.append(("Markdown summary", self.markdown_path))
+                table.markdown(self.groups or [], self.columns, self._scale, self.sort,
+                               self.name_format, self.gate_line(), self.failing_lines(),
+                               self.notes + self.measurement_notes()),
+                encoding="utf-8")
+            self.logger.info(f"Wrote Markdown summary in: {self.markdown_path}")
         if self.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def ignored_notes(self):
-        return [f"{o} is accepted for pytest-benchmark compatibility and ignored"
-                for o in self.ignored]
+    def _save(self):
+        name = self.save
+        if not (name or self.autosave or self.json_path):
+            return
+        results = [fx.stats for fx in self._ran()]
+        if not results:
+            if not self.disabled:
+                self.logger.warning("Not saving anything, no benchmarks have been run!")
+            return
+        hook, config = self.config.hook, self.config
+        minfo = self.machine_info()
+        cinfo = self.commit_info()
+
+        def document(include_data):
+            doc = hook.pytest_benchmark_generate_json(
+                config=config, benchmarks=results, include_data=include_data,
+                machine_info=minfo, commit_info=cinfo)
+            hook.pytest_benchmark_update_json(config=config, benchmarks=results, output_json=doc)
+            return doc
+
+        if self.json_path:
+            Path(self.json_path).write_text(report.dumps(document(True)), encoding="utf-8")
+            self.logger.info(f"Wrote benchmark data in: {self.json_path}")
+        if self.autosave:
+            name = "{}_{}{}".format(
+                str(cinfo.get("id", "unversioned"))[:12],
+                time.strftime("%Y%m%d_%H%M%S", time.gmtime()),
+                "_uncommitted-changes" if cinfo.get("dirty") else "")
+        if name:
+            # saved runs always hold the raw timings: the gate needs them
+            path = self.storage.save(document(True), name)
+            self.logger.info(f"Saved benchmark data in: {path}")
+
+    def _rows(self):
+        """The table's rows: for each result, the compared run's row (when there is one)
+        above the new one, pytest-benchmark's order."""
+        rows = []
+        source = None
+        if self.compared_path is not None:
+            source = table._short_source(
+                self.compared_path.relative_to(self.storage.root)
+                if self.compared_path.is_relative_to(self.storage.root)
+                else self.compared_path, report.machine_id())
+        for fx in self._ran():
+            base = self.compared.get(fx.fullname)
+            if base is not None:
+                rows.append(table.saved_row(base, source, self.compared_path))
+            entry = report.bench_to_json(fx, include_data=False)
+            row = table.flat_row(entry, source="NOW" if base is not None else None)
+            row["data"] = list(fx.stats.stats.data)
+            if fx.cprofile_stats is not None:
+                row["cprofile"] = report.cprofile_functions(fx.cprofile_stats,
+                                                            self.cprofile_sort_by,
+                                                            self.cprofile_top)
+            if self.compared:
+                row["verdict"] = self._verdict_cell(fx.fullname)
+            rows.append(row)
+        return rows
+
+    def _verdict_cell(self, fullname):
+        vd = self.verdicts.get(fullname)
+        if vd is None:
+            return "(new)"
+        cell = vd.verdict if vd.ratio is None else f"{vd.ratio:.3f}x {vd.verdict}"
+        failing = [str(c.rule) for c in self.checks.get(fullname, ()) if c.fails]
+        if failing:
+            cell += " FAIL"
+        return cell
+
+    def _scale(self, **kw):
+        return self.config.hook.pytest_benchmark_scale_unit(config=self.config, **kw)
+
+    def measurement_notes(self):
+        return [f"{fx.name}: {w}" for fx in self._ran() for w in fx.warnings]
+
+    def failing_lines(self):
+        return [f"{fullname}: {c.reason}" for fullname, checks in self.checks.items()
+                for c in checks if c.fails]
 
     def gate_line(self):
-        if not self.fail_exprs:
-            if self.compared_path is not None:
-                return f"Compared with `{Path(self.compared_path).name}` (no gate set)."
-            return None
-        failing = [v for v in self.verdicts.values() if v.fails]
+        name = self.compared_path.name if self.compared_path is not None else None
+        if not self.fail_rules:
+            return f"Compared with `{name}` (no gate set)." if name else None
+        rules = " ".join(str(r) for r in self.fail_rules)
+        how = ("median and mean judged with 95% confidence, noise included; "
+               "other fields by raw threshold")
+        failing = {f for f, checks in self.checks.items() if any(c.fails for c in checks)}
         if failing:
-            return (f"**Performance has regressed**: {len(failing)} benchmark(s) slower than "
-                    f"`{Path(self.compared_path).name}` beyond the threshold, with 95% confidence.")
-        return (f"Gate passed: no benchmark is slower than `{Path(self.compared_path).name}` "
-                f"beyond the threshold with 95% confidence ({len(self.verdicts)} compared).")
+            return (f"**Performance has regressed**: {len(failing)} benchmark(s) beyond "
+                    f"`{rules}` against `{name}` ({how}).")
+        return (f"Gate passed: no benchmark beyond `{rules}` against `{name}` "
+                f"({len(self.checks)} compared; {how}).")
 
     def display(self, tr):
-        ran = [fx for fx in self.fixtures if not fx.has_error and fx.stats is not None]
-        notes = self.notes + self.ignored_notes()
-        if not ran and not self.written and not notes:
-            return
-        tr.ensure_newline()
-        tr.section("benchmark (spatialhub)", sep="-", yellow=True)
-        if ran and not self.quiet:
-            if self.compared_path is not None:
-                tr.write_line(f"Comparing against benchmarks from: {self.compared_path}")
-            tr.write_line(report.terminal_table(self.fixtures, self.verdicts or None))
-            tr.write_line("Legend: OPS = 1 / Mean (calls per second); Median 95% CI from "
-                          "order statistics; percentiles NumPy-linear.")
-            for fx in ran:
-                for w in fx.warnings:
-                    tr.write_line(f"  note {fx.name}: {w}")
+        if self.groups and not self.quiet:
+            tr.ensure_newline()
+            table.render(tr, self.groups, self.columns + (["verdict"] if self.compared else []),
+                         self.sort, self.name_format, self._scale)
+        if self.groups and self.histogram:
+            for path in table.write_histograms(self.histogram, self.groups, self._scale,
+                                               self.sort):
+                self.logger.info(f"Generated histogram: {path}", bold=True)
+        if self.groups and self.csv:
+            path = table.write_csv(self.csv, self.groups)
+            self.logger.info(f"Generated csv: {path}", bold=True)
+        if self.groups and not self.quiet:
+            self._display_cprofile(tr)
+        notes = self.notes + (self.measurement_notes() if not self.quiet else [])
         for n in notes:
             tr.write_line(f"  note: {n}")
-        for what, where in self.written:
-            tr.write_line(f"{what}: {where}")
-        if self.verdicts:
-            for vd in self.verdicts.values():
-                if vd.fails or self.config.getoption("benchmark_verbose"):
-                    tr.write_line(f"  {vd.name}: {vd.reason}", red=vd.fails)
+        for fullname, checks in self.checks.items():
+            for c in checks:
+                if c.fails or self.verbose:
+                    tr.write_line(f"  {fullname}: {c.reason}", red=c.fails)
+        if self.compared and not self.fail_rules and self.verbose:
+            for fullname, vd in self.verdicts.items():
+                tr.write_line(f"  {fullname}: {vd.reason}")
         line = self.gate_line()
-        if line and self.fail_exprs:
-            tr.write_line(line.replace("**", ""), red=self.regressed, green=not self.regressed)
+        if line and self.fail_rules:
+            tr.write_line(line.replace("**", "").replace("`", ""), red=self.regressed,
+                          green=not self.regressed)
+
+    def _display_cprofile(self, tr):
+        shown = False
+        for _group, rows in self.groups:
+            for row in rows:
+                if "cprofile" not in row:
+                    continue
+                if not shown:
+                    tr.section("cProfile (time in s)", sep="-", yellow=True)
+                    shown = True
+                tr.write(row["fullname"], yellow=True)
+                tr.write_line(f" ({row['source']})" if row.get("source") else "")
+                tr.write_line("ncalls\ttottime\tpercall\tcumtime\tpercall\t"
+                              "filename:lineno(function)")
+                for f in row["cprofile"]:
+                    tr.write_line(f"{f['ncalls_recursion']}\t{f['tottime']:.4f}\t"
+                                  f"{f['tottime_per']:.4f}\t{f['cumtime']:.4f}\t"
+                                  f"{f['cumtime_per']:.4f}\t{f['function_name']}")
+                tr.write("\n")
+
+
+def report_header(config, bs):
+    """pytest-benchmark's header line (``benchmark: VERSION (defaults: ...)``) with ours."""
+    o = bs.options
+    min_time = _fmt_time(float(o["min_time"])) + "s"
+    max_time = _fmt_time(float(o["max_time"])) + "s"
+    return (f"benchmark: spatialhub-profiling {report._version()} (defaults: "
+            f"timer={timer_name(o['timer'])} disable_gc={o['disable_gc']} "
+            f"min_rounds={o['min_rounds']} min_time={min_time} max_time={max_time} "
+            f"calibration_precision={o['calibration_precision']} warmup={o['warmup']} "
+            f"warmup_iterations={o['warmup_iterations']}; spatialhub: "
+            f"max_rounds={o['max_rounds']} device={o['device']} "
+            f"reference={'auto' if o['reference'] else 'off'})")

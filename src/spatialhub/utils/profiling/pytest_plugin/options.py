@@ -1,0 +1,327 @@
+"""The ``--benchmark-*`` options: pytest-benchmark's names, metavars, defaults and
+usage errors (suites and CI scripts written for it keep working, and its own tests
+read ``--help``), then ours, marked ``(spatialhub)``.
+
+Each parser returns a plain value; the compare-fail expressions become
+``gate.FailRule`` objects, so a new field (an instruction count, say) is one entry in
+``gate.FIELDS``, not a change here.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from .gate import ALLOWED_FIELDS, parse_fail_rule
+
+__all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
+           "ALLOWED_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
+           "DEFAULT_MAX_ROUNDS"]
+
+#: pytest-benchmark's columns, then ours before the two counts (Rounds, Iterations):
+#: its own tests, and scripts that read its table, expect the header to end with them.
+PB_COLUMNS = ("min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops")
+OUR_COLUMNS = ("p99", "ci", "ram")
+DEFAULT_COLUMNS = PB_COLUMNS + OUR_COLUMNS + ("rounds", "iterations")
+ALLOWED_COLUMNS = PB_COLUMNS + ("p90", "p95") + OUR_COLUMNS + ("rounds", "iterations")
+SORT_KEYS = ("min", "max", "mean", "stddev", "name", "fullname")
+CPROFILE_COLUMNS = ("ncalls_recursion", "ncalls", "tottime", "tottime_per", "cumtime",
+                    "cumtime_per", "function_name")
+TIMER_DEFAULT = "time.perf_counter"
+DEFAULT_MAX_ROUNDS = 10000
+
+# @pytest.mark.benchmark(...) keywords: pytest-benchmark's, then ours
+MARKER_OPTIONS = frozenset((
+    "max_time", "min_rounds", "min_time", "precision", "confidence", "timer", "group",
+    "disable_gc", "warmup", "warmup_iterations", "calibration_precision", "cprofile",
+    "device", "sync_fn", "max_rounds", "track_ram", "track_vram", "reference",
+))
+
+
+def _stamp():
+    return datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+
+
+# ---- parsers (their messages are what pytest prints after "error: argument ...") --------
+
+def parse_seconds(text):
+    """A decimal number of seconds, kept as the string given (``'0.000005'``)."""
+    try:
+        Decimal(text)
+        float(text)
+    except Exception as exc:   # decimal.InvalidOperation names the problem
+        raise argparse.ArgumentTypeError(f"Invalid decimal value {text!r}: {exc!r}") from None
+    return text
+
+
+def parse_rounds(text):
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("Value for --benchmark-rounds must be at least 1.")
+    return value
+
+
+def parse_fraction(text):
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError("Value must be a fraction strictly between 0 and 1.")
+    return value
+
+
+def load_timer(text):
+    """``module.attr`` -> the callable.  ``pep418.NAME`` is the ``time`` module's NAME
+    (pytest-benchmark's spelling from before Python 3.3)."""
+    text = str(text)
+    if "." not in text:
+        raise argparse.ArgumentTypeError(
+            "Value for --benchmark-timer must be in dotted form. Eg: 'module.attr'.")
+    mod, attr = text.rsplit(".", 1)
+    try:
+        module = time if mod == "pep418" else importlib.import_module(mod)
+        timer = getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise argparse.ArgumentTypeError(f"Cannot load timer {text!r}: {exc}") from None
+    if not callable(timer):
+        raise argparse.ArgumentTypeError(f"Timer {text!r} is not callable.")
+    return timer
+
+
+def timer_name(timer):
+    """``module.name`` of a timer, as pytest-benchmark's header and JSON show it."""
+    mod = getattr(timer, "__module__", None)
+    name = getattr(timer, "__name__", None) or repr(timer)
+    return f"{mod}.{name}" if mod else name
+
+
+def parse_timer(text):
+    return timer_name(load_timer(text))
+
+
+def parse_warmup(text):
+    t = str(text).lower().strip()
+    if t == "auto":
+        return "auto"
+    if t in ("on", "true", "yes", ""):
+        return True
+    if t in ("off", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"Could not parse value: {text!r}.")
+
+
+def parse_save(text):
+    if not text:
+        raise argparse.ArgumentTypeError("Can't be empty.")
+    bad = "".join(c for c in '\\/:*?<>|' if c in text)
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"Must not contain any of these characters: /:*?<>|\\ (it has {bad!r})")
+    return text
+
+
+def parse_sort(text):
+    t = str(text).lower().strip()
+    if t not in SORT_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"Unacceptable value: {t!r}. Value for --benchmark-sort must be one of: "
+            + ", ".join(repr(k) for k in SORT_KEYS) + ".")
+    return t
+
+
+def parse_columns(text):
+    cols = [c.strip() for c in str(text).lower().split(",") if c.strip()]
+    bad = [c for c in cols if c not in ALLOWED_COLUMNS]
+    if bad or not cols:
+        raise argparse.ArgumentTypeError(
+            f"Invalid column name(s): {', '.join(bad) or repr(text)}. "
+            f"The only valid column names are: {', '.join(ALLOWED_COLUMNS)}")
+    return cols
+
+
+def parse_group_by(text):
+    for part in str(text).split(","):
+        if part not in ("group", "name", "func", "fullname", "fullfunc", "param") \
+                and not (part.startswith("param:") and len(part) > 6):
+            raise argparse.ArgumentTypeError(
+                f"Unsupported grouping {text!r}: one of 'group', 'name', 'fullname', "
+                "'func', 'fullfunc', 'param' or 'param:NAME', or several joined by commas")
+    return text
+
+
+def parse_name_format(text):
+    t = str(text).lower().strip()
+    if t not in ("short", "normal", "long", "trial"):
+        raise argparse.ArgumentTypeError(f"Could not parse value: {text!r}.")
+    return t
+
+
+def parse_cprofile_loops(text):
+    if text == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Could not parse value: {text!r}. Expected an integer or `auto`.") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"Invalid value: {text!r}. Must be greater than 0.")
+    return value
+
+
+def parse_spread(text):
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid spread {text!r} (e.g. 3% or 0.03)") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"spread must be in [0%, 100%), got {text!r}")
+    return v
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        return v
+    return parse
+
+
+# ---- registration ------------------------------------------------------------------------
+
+def add_options(parser):
+    """Register every option in pytest's ``benchmark`` group (its --help heading)."""
+    add = parser.getgroup("benchmark").addoption
+    # pytest-benchmark's options, in its order (its --help test reads them in sequence)
+    add("--benchmark-min-time", metavar="SECONDS", type=parse_seconds, default="0.000005",
+        help="Minimum time of one round: fast functions are called in loops of as many "
+             "iterations as reach it (calibration). Default: %(default)r")
+    add("--benchmark-max-time", metavar="SECONDS", type=parse_seconds, default="1.0",
+        help="Time budget of one benchmark's rounds; --benchmark-min-rounds wins when the "
+             "function is slow. Default: %(default)r")
+    add("--benchmark-min-rounds", metavar="NUM", type=parse_rounds, default=5,
+        help="At least this many rounds, even past --benchmark-max-time. Default: %(default)r")
+    add("--benchmark-precision", metavar="FRACTION", type=parse_fraction, default=None,
+        help="Stop adding rounds once the mean's relative margin of error (at "
+             "--benchmark-confidence) is under this fraction, e.g. 0.02 for 2%%; between "
+             "--benchmark-min-rounds and the --benchmark-max-time budget. Default: off")
+    add("--benchmark-confidence", metavar="FRACTION", type=parse_fraction, default=0.99,
+        help="Confidence level of --benchmark-precision. Default: %(default)r")
+    add("--benchmark-timer", metavar="FUNC", type=parse_timer, default=TIMER_DEFAULT,
+        help="Clock of the timed rounds, as module.name. time.perf_counter is the native "
+             "loop's clock (read in C); any other runs the rounds in Python with that "
+             "timer. Default: %(default)r")
+    add("--benchmark-calibration-precision", metavar="NUM", type=int, default=10,
+        help="A round lasts at least this many times the timer's precision (for the "
+             "default timer, the native loop's own cost of a round). Default: %(default)r")
+    add("--benchmark-warmup", metavar="KIND", nargs="?", const=True, default="auto",
+        type=parse_warmup,
+        help="Warm-up before the timed rounds: 'auto' (1-10 rounds, at most a tenth of "
+             "--benchmark-max-time), 'on' (up to --benchmark-warmup-iterations calls) or "
+             "'off'. Default: 'auto'")
+    add("--benchmark-warmup-iterations", metavar="NUM", type=int, default=100000,
+        help="Most calls in the warm-up with --benchmark-warmup=on. Default: %(default)r")
+    add("--benchmark-disable-gc", action="store_true", default=False,
+        help="Switch the cyclic garbage collector off during the timed rounds.")
+    add("--benchmark-skip", action="store_true", default=False,
+        help="Skip the tests that use the benchmark fixture.")
+    add("--benchmark-disable", action="store_true", default=False,
+        help="Call each benchmarked function once, untimed, and report nothing (the tests "
+             "still run).")
+    add("--benchmark-enable", action="store_true", default=False,
+        help="Override --benchmark-disable (set in an ini file, say).")
+    add("--benchmark-only", action="store_true", default=False,
+        help="Run only the tests that use the benchmark fixture (wins over --benchmark-skip).")
+    add("--benchmark-save", metavar="NAME", type=parse_save,
+        help="Save this run as STORAGE/<machine>/NNNN_NAME.json, raw timings included.")
+    add("--benchmark-autosave", action="store_true", default=False,
+        help="Save this run as STORAGE/<machine>/NNNN_<commit>_<time>.json.")
+    add("--benchmark-save-data", action="store_true", default=False,
+        help="Accepted: saved runs always hold the raw timings (the gate needs them).")
+    add("--benchmark-json", metavar="PATH",
+        help="Write the JSON report (pytest-benchmark's schema and our fields, raw timings "
+             "included) to PATH.")
+    add("--benchmark-compare", metavar="NUM|_ID", nargs="?", default=None, const=True,
+        help="Compare with saved run NUM (a file-name prefix such as 0001, or a path), or "
+             "the latest saved run.")
+    add("--benchmark-compare-fail", metavar="EXPR", nargs="+", action="extend",
+        type=parse_fail_rule,
+        help="Fail the session when a benchmark regressed by EXPR against the compared run: "
+             "FIELD:N%% or FIELD:SECONDS, FIELD one of " + ", ".join(ALLOWED_FIELDS)
+             + ". median and mean are judged with a confidence interval that holds the "
+               "run-to-run noise; the others with a raw threshold. Can be given several times.")
+    add("--benchmark-cprofile", metavar="COLUMN", default=None, choices=CPROFILE_COLUMNS,
+        help="Profile each benchmarked function once more under cProfile and list its top "
+             "functions by COLUMN: " + ", ".join(repr(c) for c in CPROFILE_COLUMNS) + ".")
+    add("--benchmark-cprofile-loops", metavar="LOOPS", default=1, type=parse_cprofile_loops,
+        help="Calls of the function under cProfile: a number or 'auto' (the calibrated "
+             "iterations). Default: 1")
+    add("--benchmark-cprofile-top", metavar="COUNT", default=25, type=int,
+        help="Functions listed per benchmark. Default: 25")
+    add("--benchmark-cprofile-dump", metavar="FILENAME-PREFIX", nargs="?", action="append",
+        default=[], const=f"benchmark_{_stamp()}",
+        help="Save each profile as FILENAME-PREFIX-<test>.prof (pstats).")
+    add("--benchmark-storage", metavar="URI", default="file://./.benchmarks",
+        # (worded so that at pytest's 80 columns the default ends a line of its own, as
+        # pytest-benchmark's --help test reads it)
+        help="Where saved runs live: file://PATH, or PATH alone (elasticsearch+http storage "
+             "is not supported here). Default: %(default)r.")
+    add("--benchmark-netrc", metavar="FILE", nargs="?", default="", const="~/.netrc",
+        help="Accepted: credentials for elasticsearch storage, which is not supported.")
+    add("--benchmark-verbose", action="store_true", default=False,
+        help="Log the calibration and every verdict's reason on stderr.")
+    add("--benchmark-quiet", action="store_true", default=False,
+        help="No result table (--benchmark-verbose wins).")
+    add("--benchmark-sort", metavar="COL", type=parse_sort, default="min",
+        help="Row order: " + ", ".join(repr(k) for k in SORT_KEYS) + ". Default: %(default)r")
+    add("--benchmark-group-by", metavar="LABEL", type=parse_group_by, default="group",
+        help="Tables by 'group', 'name', 'fullname', 'func', 'fullfunc', 'param' or "
+             "'param:NAME' (comma-separated to combine). Default: %(default)r")
+    add("--benchmark-columns", metavar="LABELS", type=parse_columns, default=None,
+        help="Comma-separated columns of the table, from " + ", ".join(ALLOWED_COLUMNS)
+             + ". Default: '" + ", ".join(DEFAULT_COLUMNS) + "'")
+    add("--benchmark-name", metavar="FORMAT", type=parse_name_format, default="normal",
+        help="Row names: 'short', 'normal', 'long' or 'trial'. Default: %(default)r")
+    add("--benchmark-time-unit", metavar="UNIT", default=None,
+        choices=["ns", "us", "ms", "s", "auto"],
+        help="Unit of the table: 'ns', 'us', 'ms' or 's'. Default: 'auto'.")
+    stamp = f"benchmark_{_stamp()}"
+    add("--benchmark-histogram", metavar="FILENAME-PREFIX", nargs="?", action="append",
+        default=[], const=stamp,
+        help="Box plots of each group in FILENAME-PREFIX[-group].svg (needs pygal). "
+             f"Default: {stamp!r}")
+    add("--benchmark-csv", metavar="FILENAME", nargs="?", action="append", default=[],
+        const=stamp, help=f"Write the table as FILENAME.csv. Default: {stamp!r}")
+    # ours
+    add("--benchmark-max-rounds", metavar="NUM", type=_positive(int), default=DEFAULT_MAX_ROUNDS,
+        help="(spatialhub) At most this many rounds per benchmark (keeps saved runs and "
+             "comparisons small). Default: %(default)r")
+    add("--benchmark-device", metavar="DEV", default="CPU",
+        help="(spatialhub) Device of every benchmark: 'cuda' / 'cuda:N' syncs the GPU "
+             "around every timed call. Default: 'CPU'")
+    add("--benchmark-run-spread", metavar="PCT", type=parse_spread, default=None,
+        help="(spatialhub) Run-to-run spread of identical code for the gate, e.g. 3%%. "
+             "Default: measured from the last 10 saved runs when there are 3 or more, "
+             "else the 15%% a single run is assumed to move")
+    add("--benchmark-reference", choices=("auto", "off"), default="auto",
+        help="(spatialhub) auto: time a fixed reference workload beside each CPU "
+             "benchmark and take the machine's own speed change out of comparisons; "
+             "off: do not. Default: 'auto'")
+    add("--benchmark-markdown", metavar="PATH",
+        help="(spatialhub) Write a Markdown summary (for a CI job summary) to PATH.")
+
+
+def first_or(values, default=None):
+    """The last of an ``append`` option's values (the option given once, usually)."""
+    return values[-1] if values else default
