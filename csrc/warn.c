@@ -297,7 +297,16 @@ user_frame(shp_state *st, const entry_names **names)
         Py_XDECREF(fn);
         Py_XDECREF(file);
         Py_DECREF(code);
+#if PY_VERSION_HEX >= 0x030A0000
         PyFrameObject *back = PyFrame_GetBack(f);
+#else   /* declared in 3.9 by a header Python.h does not include */
+        PyObject *b = PyObject_GetAttrString((PyObject *)f, "f_back");
+        PyFrameObject *back = b != NULL && b != Py_None ? (PyFrameObject *)b : NULL;
+        if (back == NULL) {
+            Py_XDECREF(b);
+            PyErr_Clear();
+        }
+#endif
         Py_DECREF(f);
         f = back;
         level++;
