@@ -151,9 +151,24 @@ Cmp_setstate(PyObject *op, PyObject *state)
         PyErr_SetString(PyExc_TypeError, "Comparison.__setstate__ needs a dict");
         return NULL;
     }
+    /* each value is held while it is set: its __float__ / __index__ may
+     * empty the dict (the dict itself is the caller's argument) */
     for (const shp_field *f = comparison_fields; f->name != NULL; f++) {
-        PyObject *v = f->keyword_only ? PyDict_GetItemString(state, f->name) : NULL;
-        if (v != NULL && shp_field_set(op, f, v) < 0)
+        if (!f->keyword_only)
+            continue;
+        PyObject *key = PyUnicode_FromString(f->name);
+        if (key == NULL)
+            return NULL;
+        PyObject *v = PyDict_GetItemWithError(state, key);   /* an exact str key: no user code */
+        Py_DECREF(key);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        if (v == NULL)
+            continue;
+        Py_INCREF(v);
+        int rc = shp_field_set(op, f, v);
+        Py_DECREF(v);
+        if (rc < 0)
             return NULL;
     }
     Py_RETURN_NONE;

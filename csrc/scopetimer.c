@@ -71,31 +71,14 @@ shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObj
 static PyObject *
 Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *stack[SHP_ARGS_MAX];
-    PyObject *kwnames = NULL, *res = NULL;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
-    if (nargs + nkw > 6) {
-        PyErr_Format(PyExc_TypeError, "Timer() takes at most 6 arguments (%zd given)",
-                     nargs + nkw);
+    PyObject *stack[6];
+    PyObject *kwnames = NULL, *hold = NULL;
+    /* the keyword values are held by `hold` while the flags' __bool__ runs */
+    if (shp_args_unpack("Timer", args, kwargs, stack, 6, &kwnames, &hold) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        stack[i] = PyTuple_GET_ITEM(args, i);
-    if (nkw > 0) {
-        kwnames = PyTuple_New(nkw);
-        if (kwnames == NULL)
-            return NULL;
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(key));
-            stack[nargs + i] = value;
-            i++;
-        }
-    }
-    res = timer_from_args(type, stack, (size_t)nargs, kwnames);
+    PyObject *res = timer_from_args(type, stack, (size_t)PyTuple_GET_SIZE(args), kwnames);
     Py_XDECREF(kwnames);
+    Py_XDECREF(hold);
     return res;
 }
 
@@ -111,10 +94,21 @@ Timer_traverse(PyObject *op, visitproc visit, void *arg)
     return 0;
 }
 
+/* A Timer going away while entered (an abandoned generator, a manual
+ * __enter__): its entry can never be left, so the context that entered it
+ * must stop nesting under it. */
+static void
+timer_abandon(shp_Timer *t)
+{
+    if (t->active && t->token != NULL)
+        shp_scope_abandon(t->token);
+}
+
 static int
 Timer_clear(PyObject *op)
 {
     shp_Timer *t = (shp_Timer *)op;
+    timer_abandon(t);
     Py_CLEAR(t->name);
     Py_CLEAR(t->profiler);
     Py_CLEAR(t->node);
@@ -136,7 +130,7 @@ Timer_dealloc(PyObject *op)
     }
     if (t->weakreflist != NULL)
         PyObject_ClearWeakRefs(op);
-    (void)Timer_clear(op);
+    (void)Timer_clear(op);   /* abandons an entry still open */
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -251,13 +245,25 @@ Timer_enter(PyObject *op, PyObject *unused)
     return Py_NewRef(op);
 }
 
+/* a + b, held at the int64 range (a node's totals are settable) */
+static int64_t
+add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
+}
+
 static void
 timer_record(shp_Timer *t, int64_t wall, int64_t cpu)
 {
     shp_Node *n = (shp_Node *)t->node;
-    n->calls++;
-    n->wall_ns += wall;
-    n->cpu_ns += cpu;
+    if (n->calls < LLONG_MAX)   /* settable up to 2**63 - 1: stops there, never wraps */
+        n->calls++;
+    n->wall_ns = add_sat(n->wall_ns, wall);
+    n->cpu_ns = add_sat(n->cpu_ns, cpu);
     shp_hist_record(&n->hist, wall);
     if (t->track_memory && t->ram_delta_mb > n->peak_ram_mb)
         n->peak_ram_mb = t->ram_delta_mb;
@@ -284,8 +290,12 @@ Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     int64_t t1 = shp_now_ns();
     int64_t c1 = shp_process_cpu_ns();
     if (t->token != NULL) {
-        /* refused in another thread / task: the Timer stays entered */
-        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token) < 0)
+        /* refused in another thread / task (the Timer stays entered), unless a
+         * generator is being closed there: then it is left for good */
+        int closing = nargs >= 1 && PyType_Check(args[0]) &&
+                      PyType_IsSubtype((PyTypeObject *)args[0],
+                                       (PyTypeObject *)PyExc_GeneratorExit);
+        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token, closing) < 0)
             return NULL;
         Py_CLEAR(t->token);
     }
