@@ -37,14 +37,14 @@ FATAL = re.compile(
     r"|\w*Sanitizer:DEADLYSIGNAL"
     r"|\w*Sanitizer: nested bug"
     r"|\w*Sanitizer: internal allocator is out of memory"
-    r"|\w*Sanitizer does not work under ptrace"
     r"|ERROR: Failed to mmap"
     r"|ERROR: (?!AddressSanitizer: )\w*Sanitizer: (?!detected memory leaks).*", re.M)
 # The one "failed to" that is not fatal: with allocator_may_return_null=1 a
 # request too large for the allocator returns NULL (the MemoryError tests)
 # after this warning.  Its internal allocators failing reads "ERROR: ...
 # failed to allocate 0x... (...) bytes of ..." instead.
-MAY_RETURN_NULL = re.compile(r"^WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]+ bytes$")
+MAY_RETURN_NULL = re.compile(
+    r"^(==\d+==)?WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]+ bytes$")
 OURS = re.compile(r"/csrc/|\bcsrc/|\bshp_\w+|_native\.cpython|\(_native")
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+)")
 
