@@ -21,8 +21,53 @@
  *
  * GC: a frame holds its token, the token its context, and the context (while
  * the entry is open there) the frame -- a cycle the collector must see.
+ *
+ * Before 3.12 the collector runs inside allocations, and so inside a
+ * ContextVar's set / reset while it builds the context's new mapping (a
+ * HAMT): a finalizer that sets any variable of the same context there frees
+ * the mapping under it (CPython gh-148891: SIGSEGV in hamt_node_bitmap_assoc,
+ * reproduced by tests/test_reliability_finalizers.py), and a reset back to
+ * "unset" can leave the variable's cache pointing at a freed value.  So on
+ * 3.10 and 3.11 the collector is held off for the few instructions of each
+ * set and reset here (nothing in them runs Python code: the values they let
+ * go are held by the entries, so no other thread can see the switch), and
+ * the variable is never left unset once used: a context's first entry
+ * starts from None (the root), not from "unset".  3.9 has no C switch for
+ * the collector: there a copy of the context holds the mapping, which closes
+ * the reset's window but not the set's (docs/reliability.md).
  */
 #include "profiling.h"
+
+#if PY_VERSION_HEX >= 0x030C0000   /* the collector runs between bytecodes only */
+#define GUARD_BEGIN() int guard_ok_ = 1
+#define GUARD_END() (void)guard_ok_
+#elif PY_VERSION_HEX >= 0x030A0000
+#define GUARD_BEGIN() int guard_was_ = PyGC_Disable(), guard_ok_ = 1
+#define GUARD_END() do { (void)guard_ok_; if (guard_was_) PyGC_Enable(); } while (0)
+#else
+#define GUARD_BEGIN() PyObject *guard_ctx_ = PyContext_CopyCurrent(); int guard_ok_ = guard_ctx_ != NULL
+#define GUARD_END() Py_XDECREF(guard_ctx_)
+#endif
+
+/* var.set(value): the token (new reference), or NULL with an exception. */
+static PyObject *
+var_set(PyObject *var, PyObject *value)
+{
+    GUARD_BEGIN();
+    PyObject *token = guard_ok_ ? PyContextVar_Set(var, value) : NULL;
+    GUARD_END();
+    return token;
+}
+
+/* var.reset(token): 0 / -1. */
+static int
+var_reset(PyObject *var, PyObject *token)
+{
+    GUARD_BEGIN();
+    int rc = guard_ok_ ? PyContextVar_Reset(var, token) : -1;
+    GUARD_END();
+    return rc;
+}
 
 static shp_Frame *
 frame_new(PyTypeObject *type, PyObject *node, shp_Frame *prev)
@@ -148,6 +193,16 @@ shp_Node *
 shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **entry)
 {
     shp_Frame *prev = NULL;
+    PyObject *v = NULL;
+    if (PyContextVar_Get(p->var, NULL, &v) < 0)
+        return NULL;
+    if (v == NULL) {   /* this context's first entry: from None, never from "unset" */
+        PyObject *token = var_set(p->var, Py_None);
+        if (token == NULL)
+            return NULL;
+        Py_DECREF(token);
+    }
+    Py_XDECREF(v);
     PyObject *cur = shp_scope_position(p, &prev);
     if (cur == NULL)
         return NULL;
@@ -159,7 +214,7 @@ shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **entry)
         Py_XDECREF(node);
         return NULL;
     }
-    f->token = PyContextVar_Set(p->var, (PyObject *)f);
+    f->token = var_set(p->var, (PyObject *)f);
     if (f->token == NULL) {
         Py_DECREF(f);
         Py_DECREF(node);
@@ -175,7 +230,7 @@ shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *entry, int closing)
     shp_Frame *f = (shp_Frame *)entry;
     if (f->token == NULL)   /* abandoned already */
         return 0;
-    if (PyContextVar_Reset(p->var, f->token) == 0) {
+    if (var_reset(p->var, f->token) == 0) {
         Py_CLEAR(f->token);
         return 0;
     }
@@ -215,7 +270,7 @@ shp_scope_pop(shp_Profiler *p)
         return 0;
     /* f->prev is a frame or NULL, never foreign: resolving cannot fail */
     (void)frame_resolve(p->frame_type, (PyObject *)f->prev, p->gen, &up);
-    PyObject *token = PyContextVar_Set(p->var, up != NULL ? (PyObject *)up : Py_None);
+    PyObject *token = var_set(p->var, up != NULL ? (PyObject *)up : Py_None);
     Py_DECREF(f);
     if (token == NULL)
         return -1;

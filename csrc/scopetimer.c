@@ -193,6 +193,54 @@ timer_sync(shp_Timer *t)
     return rc;
 }
 
+/* t->active: 0 idle, 1 entered, 2 being entered or exited.  Entering and
+ * exiting release the GIL (CUDA) and can run finalizers (any allocation):
+ * a Timer is marked before either can happen, so that another thread or a
+ * finalizer entering or exiting the same Timer meanwhile is refused instead
+ * of overwriting its entry and its RAM window. */
+static int
+timer_begin(shp_Timer *t)
+{
+    if ((t->sync_cuda || t->track_vram) && timer_cuda(t) < 0)
+        return -1;
+    if (t->sync_cuda) {
+        shp_CUresult rc = timer_sync(t);
+        if (rc != 0) {
+            shp_state *st = shp_state_from_type(Py_TYPE(t));
+            return st != NULL ? shp_cuda_raise(st, rc, "Timer: cuCtxSynchronize before the "
+                                               "scope failed") : -1;
+        }
+    }
+    if (t->track_vram) {
+        shp_state *st = shp_state_from_type(Py_TYPE(t));
+        size_t free_b = 0, total_b = 0;
+        shp_CUresult rc;
+        if (st == NULL)
+            return -1;
+        Py_BEGIN_ALLOW_THREADS
+        rc = shp_cuda_meminfo_nogil(st, &t->cuda, &free_b, &total_b);
+        Py_END_ALLOW_THREADS
+        if (rc != 0)
+            return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed");
+        t->vram_used0 = total_b - free_b;
+    }
+    if (t->profiler != NULL) {
+        PyObject *token = NULL;
+        shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &token);
+        if (node == NULL)
+            return -1;
+        Py_XSETREF(t->node, (PyObject *)node);
+        Py_XSETREF(t->token, token);
+    }
+    if (t->track_memory) {
+        shp_window_open(&t->win);
+        t->window_open = 1;
+    }
+    t->c0_ns = shp_process_cpu_ns();
+    t->t0_ns = shp_now_ns();
+    return 0;
+}
+
 static PyObject *
 Timer_enter(PyObject *op, PyObject *unused)
 {
@@ -204,44 +252,12 @@ Timer_enter(PyObject *op, PyObject *unused)
                      "before it exits (make one Timer per `with`)", t->name);
         return NULL;
     }
-    if ((t->sync_cuda || t->track_vram) && timer_cuda(t) < 0)
+    t->active = 2;
+    if (timer_begin(t) < 0) {
+        t->active = 0;
         return NULL;
-    if (t->sync_cuda) {
-        shp_CUresult rc = timer_sync(t);
-        if (rc != 0) {
-            shp_state *st = shp_state_from_type(Py_TYPE(t));
-            return st != NULL ? (shp_cuda_raise(st, rc, "Timer: cuCtxSynchronize before the "
-                                                "scope failed"), NULL) : NULL;
-        }
-    }
-    if (t->track_vram) {
-        shp_state *st = shp_state_from_type(Py_TYPE(t));
-        size_t free_b = 0, total_b = 0;
-        shp_CUresult rc;
-        if (st == NULL)
-            return NULL;
-        Py_BEGIN_ALLOW_THREADS
-        rc = shp_cuda_meminfo_nogil(st, &t->cuda, &free_b, &total_b);
-        Py_END_ALLOW_THREADS
-        if (rc != 0)
-            return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed"), NULL;
-        t->vram_used0 = total_b - free_b;
-    }
-    if (t->profiler != NULL) {
-        PyObject *token = NULL;
-        shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &token);
-        if (node == NULL)
-            return NULL;
-        Py_XSETREF(t->node, (PyObject *)node);
-        Py_XSETREF(t->token, token);
-    }
-    if (t->track_memory) {
-        shp_window_open(&t->win);
-        t->window_open = 1;
     }
     t->active = 1;
-    t->c0_ns = shp_process_cpu_ns();
-    t->t0_ns = shp_now_ns();
     return Py_NewRef(op);
 }
 
@@ -276,15 +292,28 @@ timer_record(shp_Timer *t, int64_t wall, int64_t cpu)
     }
 }
 
+static PyObject *timer_end(shp_Timer *t, PyObject *const *args, Py_ssize_t nargs);
+
 static PyObject *
 Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     shp_Timer *t = (shp_Timer *)op;
-    shp_CUresult rc = 0;
-    if (!t->active) {
-        PyErr_Format(PyExc_RuntimeError, "Timer %R exited without being entered", t->name);
+    if (t->active != 1) {
+        PyErr_Format(PyExc_RuntimeError, t->active ? "Timer %R is being entered or exited "
+                     "elsewhere" : "Timer %R exited without being entered", t->name);
         return NULL;
     }
+    t->active = 2;
+    PyObject *res = timer_end(t, args, nargs);
+    if (t->active == 2)   /* left (1: refused, it stays entered) */
+        t->active = 0;
+    return res;
+}
+
+static PyObject *
+timer_end(shp_Timer *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    shp_CUresult rc = 0;
     if (t->sync_cuda)
         rc = timer_sync(t);
     int64_t t1 = shp_now_ns();
@@ -295,11 +324,12 @@ Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
         int closing = nargs >= 1 && PyType_Check(args[0]) &&
                       PyType_IsSubtype((PyTypeObject *)args[0],
                                        (PyTypeObject *)PyExc_GeneratorExit);
-        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token, closing) < 0)
+        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token, closing) < 0) {
+            t->active = 1;
             return NULL;
+        }
         Py_CLEAR(t->token);
     }
-    t->active = 0;
     int64_t wall = t1 - t->t0_ns, cpu = c1 - t->c0_ns;
     t->elapsed_wall = (double)wall / 1e9;
     t->elapsed_cpu = (double)cpu / 1e9;
