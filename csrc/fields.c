@@ -347,8 +347,10 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
         return r;
     }
     if (f->kind == SHP_F_OPT_FLOATS && AS_OBJ(self, f) != NULL) {
-        /* a list (JSON has no tuple), each item rounded like the field */
-        PyObject *t = AS_OBJ(self, f);
+        /* a list (JSON has no tuple), each item rounded like the field; the
+         * tuple is held: making the list can run a finalizer that reassigns
+         * the field */
+        PyObject *t = Py_NewRef(AS_OBJ(self, f));
         Py_ssize_t n = PyTuple_GET_SIZE(t);
         PyObject *l = PyList_New(n);
         for (Py_ssize_t i = 0; l != NULL && i < n; i++) {
@@ -360,6 +362,7 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
             else
                 PyList_SET_ITEM(l, i, x);
         }
+        Py_DECREF(t);
         return l;
     }
     return shp_field_get(self, f);

@@ -1036,6 +1036,31 @@ typedef struct {
     PyObject *weakreflist;
 } shp_Stats;
 
+/* A result's samples held for a computation that can run Python code (a
+ * signal handler, a finalizer) which may replace them: the buffer, its
+ * length and its owner as they were when taken.  Never fails. */
+typedef struct {
+    const double *x;
+    Py_ssize_t n;
+    PyObject *owner;   /* strong; NULL when no samples */
+} shp_samples_ref;
+
+static inline void
+shp_samples_take(const shp_Stats *s, shp_samples_ref *r)
+{
+    r->owner = s->samples != NULL ? Py_XNewRef(s->samples_owner) : NULL;
+    r->x = r->owner != NULL ? s->samples : NULL;
+    r->n = r->owner != NULL ? s->nsamples : 0;
+}
+
+static inline void
+shp_samples_release(shp_samples_ref *r)
+{
+    r->x = NULL;
+    r->n = 0;
+    Py_CLEAR(r->owner);
+}
+
 typedef struct {
     PyObject_HEAD
     double total_mb, free_mb, used_mb;
