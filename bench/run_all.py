@@ -32,6 +32,7 @@ BENCHES = [
     ("compare", "bench_compare"),
     ("scope", "bench_scope"),
     ("cache", "bench_cache"),
+    ("trace", "bench_trace_export"),
 ]
 
 
