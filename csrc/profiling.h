@@ -75,7 +75,7 @@
 #define NO_IMPORT_ARRAY
 #endif
 
-/* Python 3.9 lacks Py_NewRef (3.10+). */
+/* Python 3.9 lacks Py_NewRef and Py_XNewRef (3.10+). */
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *
 shp_newref(PyObject *o)
@@ -84,6 +84,13 @@ shp_newref(PyObject *o)
     return o;
 }
 #define Py_NewRef(o) shp_newref((PyObject *)(o))
+static inline PyObject *
+shp_xnewref(PyObject *o)
+{
+    Py_XINCREF(o);
+    return o;
+}
+#define Py_XNewRef(o) shp_xnewref((PyObject *)(o))
 #endif
 
 /* ---- platform ---------------------------------------------------------- */
