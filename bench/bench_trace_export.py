@@ -132,8 +132,13 @@ def run(quick=False):
     small = 4096 if last > 4096 else sizes[0]
     ev_s, par = overlapping(small)
     ev_l, _ = overlapping(last)
-    per_s = median([timed(_assign_lanes, ev_s, par) for _ in range(rounds)]) / small
-    per_l = median([timed(_assign_lanes, ev_l, par) for _ in range(rounds)]) / last
+    # interleaved, the fastest of the rounds at each size: the machine's neighbours only
+    # ever add time, and the figure is about the algorithm
+    ts, tl = [], []
+    for _ in range(rounds):
+        ts.append(timed(_assign_lanes, ev_s, par))
+        tl.append(timed(_assign_lanes, ev_l, par))
+    per_s, per_l = min(ts) / small, min(tl) / last
     growth = per_l / per_s
     figs = [Figure("10 trace export", f"lane assignment, time per event at {last} events "
                    f"/ at {small} (overlapping tasks)", f"{growth:.2f}",
