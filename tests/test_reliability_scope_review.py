@@ -535,7 +535,8 @@ def test_8_a_real_trace_of_interleaved_tasks_nests_in_every_lane():
     evs = [e for e in p.export_chrome_trace()["traceEvents"] if e["ph"] == "X"]
     assert len(evs) == 1 + 3 * 200
     n_lanes = lanes_nest(evs)
-    assert 2 <= n_lanes <= 201
+    # overlapping tasks need lanes of their own (how many depends on the interleaving)
+    assert 2 <= n_lanes <= len(evs)
     # sequential code on one thread needs one lane
     q = HierarchicalProfiler("Q", track_ram=False)
     for _ in range(50):
