@@ -24,7 +24,7 @@ SOURCES = [
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c",
     "flags.c", "cells.c", "table.c",
-    "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scope.c", "scopetimer.c",
+    "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scopeframe.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "bench.c",
     "module.c",
 ]

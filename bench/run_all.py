@@ -33,6 +33,7 @@ BENCHES = [
     ("scope", "bench_scope"),
     ("cache", "bench_cache"),
     ("released", "bench_released"),
+    ("trace", "bench_trace_export"),
 ]
 
 

@@ -243,33 +243,62 @@ shp_args_takes(const shp_argspec *spec, PyObject *key, Py_ssize_t nargs)
 }
 
 int
-shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs, PyObject **out)
+shp_args_unpack(const char *fname, PyObject *args, PyObject *kwargs, PyObject **stack,
+                Py_ssize_t cap, PyObject **kwnames, PyObject **hold)
+{
+    *kwnames = NULL;
+    *hold = NULL;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    /* The values are taken from a list of items, never borrowed from the
+     * dict: a value's __bool__ / __index__ / __float__, or a finalizer run
+     * by any allocation, may empty or change the caller's kwargs while the
+     * others are still to be read.  PyDict_Items re-reads the size after its
+     * own allocation. */
+    PyObject *items = NULL;
+    Py_ssize_t nkw = 0;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+        items = PyDict_Items(kwargs);
+        if (items == NULL)
+            return -1;
+        nkw = PyList_GET_SIZE(items);
+    }
+    if (nargs + nkw > cap) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", fname,
+                     cap, nargs + nkw);
+        Py_XDECREF(items);
+        return -1;
+    }
+    if (nkw > 0) {
+        *kwnames = PyTuple_New(nkw);   /* may run Python: `items` is ours */
+        if (*kwnames == NULL) {
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        stack[i] = PyTuple_GET_ITEM(args, i);   /* the caller holds the tuple */
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kv = PyList_GET_ITEM(items, k);   /* our list's (key, value) tuple */
+        PyTuple_SET_ITEM(*kwnames, k, Py_NewRef(PyTuple_GET_ITEM(kv, 0)));
+        stack[nargs + k] = PyTuple_GET_ITEM(kv, 1);
+    }
+    *hold = items;
+    return 0;
+}
+
+int
+shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs, PyObject **out,
+                     PyObject **hold)
 {
     PyObject *stack[SHP_ARGS_MAX];
     PyObject *kwnames = NULL;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
-    if (nargs + nkw > SHP_ARGS_MAX || nargs + nkw > spec->n) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", spec->fname,
-                     spec->n, nargs + nkw);
+    Py_ssize_t cap = spec->n < SHP_ARGS_MAX ? spec->n : SHP_ARGS_MAX;
+    if (shp_args_unpack(spec->fname, args, kwargs, stack, cap, &kwnames, hold) < 0)
         return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        stack[i] = PyTuple_GET_ITEM(args, i);
-    if (nkw > 0) {
-        kwnames = PyTuple_New(nkw);
-        if (kwnames == NULL)
-            return -1;
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(key));
-            stack[nargs + i] = value;   /* borrowed: the caller holds the dict */
-            i++;
-        }
-    }
-    int rc = shp_args_parse(spec, stack, nargs, kwnames, out);
+    int rc = shp_args_parse(spec, stack, PyTuple_GET_SIZE(args), kwnames, out);
     Py_XDECREF(kwnames);
+    if (rc < 0)
+        Py_CLEAR(*hold);
     return rc;
 }
 

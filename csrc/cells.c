@@ -94,16 +94,17 @@ shp_cell_param(shp_Stats *s, PyObject *param)
     return r;
 }
 
-/* The run sizes of s when they account for its samples, else none. */
+/* The run sizes of s when they account for its `nsamples` samples (held:
+ * shp_samples_take), else none. */
 static int
-sizes_of(shp_Stats *s, Py_ssize_t **sizes, Py_ssize_t *n)
+sizes_of(shp_Stats *s, Py_ssize_t nsamples, Py_ssize_t **sizes, Py_ssize_t *n)
 {
     if (shp_counts_array(s->run_sizes, sizes, n) < 0)
         return -1;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < *n; i++)
         total += (*sizes)[i];
-    if (*sizes != NULL && total != s->nsamples) {
+    if (*sizes != NULL && total != nsamples) {
         PyMem_Free(*sizes);
         *sizes = NULL;
         *n = 0;
@@ -141,19 +142,25 @@ shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin)
         verdict = shp_judge(ratio, lo, hi, margin);
     }
     else if (have_samples) {
-        /* the rule of compare_benchmarks (verdict.c); its bootstrap draws
-         * medians by rank, so even 300,000 samples a side take ~0.1 s */
+        /* the rule of compare_benchmarks (verdict.c), 300,000 samples a side in
+         * ~0.1 s.  It answers Ctrl-C: a signal handler may give either side new
+         * samples, so both are held as they are now, sizes checked on them */
         Py_ssize_t *sa = NULL, *sb = NULL, ra, rb;
         shp_interval iv;
-        int rc = sizes_of(base, &sa, &ra) < 0 || sizes_of(s, &sb, &rb) < 0 ? -1 : 0;
+        shp_samples_ref xb, xs;
+        shp_samples_take(base, &xb);
+        shp_samples_take(s, &xs);
+        int rc = sizes_of(base, xb.n, &sa, &ra) < 0 || sizes_of(s, xs.n, &sb, &rb) < 0 ? -1 : 0;
         if (rc == 0)
-            rc = shp_compare_samples(base->samples, base->nsamples, s->samples, s->nsamples,
-                                     0, 2000, &ma, &mb, &ratio, &lo, &hi);
+            rc = shp_compare_samples(xb.x, xb.n, xs.x, xs.n, 0, 2000, &ma, &mb, &ratio, &lo,
+                                     &hi);
         if (rc == 0)
-            rc = shp_widen_interval(base->samples, base->nsamples, sa, ra, s->samples,
-                                    s->nsamples, sb, rb, known, ratio, lo, hi, &iv);
+            rc = shp_widen_interval(xb.x, xb.n, sa, ra, xs.x, xs.n, sb, rb, known, ratio, lo,
+                                    hi, &iv);
         PyMem_Free(sa);
         PyMem_Free(sb);
+        shp_samples_release(&xb);
+        shp_samples_release(&xs);
         if (rc < 0)
             return NULL;
         verdict = shp_judge(ratio, iv.lo, iv.hi, margin);

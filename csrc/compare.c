@@ -151,9 +151,24 @@ Cmp_setstate(PyObject *op, PyObject *state)
         PyErr_SetString(PyExc_TypeError, "Comparison.__setstate__ needs a dict");
         return NULL;
     }
+    /* each value is held while it is set: its __float__ / __index__ may
+     * empty the dict (the dict itself is the caller's argument) */
     for (const shp_field *f = comparison_fields; f->name != NULL; f++) {
-        PyObject *v = f->keyword_only ? PyDict_GetItemString(state, f->name) : NULL;
-        if (v != NULL && shp_field_set(op, f, v) < 0)
+        if (!f->keyword_only)
+            continue;
+        PyObject *key = PyUnicode_FromString(f->name);
+        if (key == NULL)
+            return NULL;
+        PyObject *v = PyDict_GetItemWithError(state, key);   /* an exact str key: no user code */
+        Py_DECREF(key);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        if (v == NULL)
+            continue;
+        Py_INCREF(v);
+        int rc = shp_field_set(op, f, v);
+        Py_DECREF(v);
+        if (rc < 0)
             return NULL;
     }
     Py_RETURN_NONE;
@@ -291,9 +306,11 @@ check_stats(shp_state *st, PyObject *o, const char *what)
     return 0;
 }
 
-/* A side's run sizes as a C array (NULL, 1 for no run_sizes); 0 / -1. */
+/* A side's run sizes as a C array (NULL, 1 for no run_sizes), for its n
+ * samples (held: shp_samples_take); 0 / -1. */
 static int
-run_sizes_of(shp_Stats *s, const char *what, Py_ssize_t **sizes, Py_ssize_t *nruns)
+run_sizes_of(shp_Stats *s, Py_ssize_t n, const char *what, Py_ssize_t **sizes,
+             Py_ssize_t *nruns)
 {
     Py_ssize_t total = 0;
     if (shp_counts_array(s->run_sizes, sizes, nruns) < 0)
@@ -304,11 +321,11 @@ run_sizes_of(shp_Stats *s, const char *what, Py_ssize_t **sizes, Py_ssize_t *nru
     }
     for (Py_ssize_t i = 0; i < *nruns; i++)
         total += (*sizes)[i];
-    if (total != s->nsamples) {
+    if (total != n) {
         PyMem_Free(*sizes);
         *sizes = NULL;
         PyErr_Format(PyExc_ValueError, "compare_benchmarks(): %s.run_sizes add up to %zd, but it "
-                     "has %zd samples", what, total, s->nsamples);
+                     "has %zd samples", what, total, n);
         return -1;
     }
     return 0;
@@ -325,8 +342,8 @@ typedef struct {
 
 /* Interleaved rounds (paired=True): round i of a against round i of b. */
 static int
-judge_paired(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
-             const Py_ssize_t *sb, Py_ssize_t rb, judged *j)
+judge_paired(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_t *sa,
+             Py_ssize_t ra, const Py_ssize_t *sb, Py_ssize_t rb, judged *j)
 {
     if (sa == NULL || sb == NULL || ra != rb || ra < 2) {
         PyErr_SetString(PyExc_ValueError,
@@ -334,7 +351,7 @@ judge_paired(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
                         "same number (>= 2) of rounds, as compare_callables makes");
         return -1;
     }
-    if (shp_paired_rounds(a->samples, b->samples, sa, sb, ra, &j->ratio, &j->lo, &j->hi) < 0)
+    if (shp_paired_rounds(a->x, b->x, sa, sb, ra, &j->ratio, &j->lo, &j->hi) < 0)
         return -1;
     j->method = "interleaved";
     j->runs_a = j->runs_b = ra;
@@ -347,13 +364,13 @@ judge_paired(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
 
 /* Separate runs: bootstrap of the pooled medians, widened by the block and run spreads. */
 static int
-judge_levels(shp_Stats *a, shp_Stats *b, const Py_ssize_t *sa, Py_ssize_t ra,
-             const Py_ssize_t *sb, Py_ssize_t rb, double known, double blo, double bhi,
-             judged *j)
+judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_t *sa,
+             Py_ssize_t ra, const Py_ssize_t *sb, Py_ssize_t rb, double known, double blo,
+             double bhi, judged *j)
 {
     shp_interval iv;
-    if (shp_widen_interval(a->samples, a->nsamples, sa, ra, b->samples, b->nsamples, sb, rb,
-                           known, j->ratio, blo, bhi, &iv) < 0)
+    if (shp_widen_interval(a->x, a->n, sa, ra, b->x, b->n, sb, rb, known, j->ratio, blo, bhi,
+                           &iv) < 0)
         return -1;
     j->runs_a = ra;
     j->runs_b = rb;
@@ -486,13 +503,20 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     memset(&j, 0, sizeof(j));
     j.run_spread = NAN;
     double blo, bhi;
-    if (run_sizes_of(a, "baseline", &sa, &ra) < 0 || run_sizes_of(b, "candidate", &sb, &rb) < 0)
+    /* The samples as they are now, held: the bootstrap answers Ctrl-C, and a
+     * signal handler (or a finalizer run by any allocation below) may give
+     * a or b new samples; the run sizes are checked against these. */
+    shp_samples_ref xa, xb;
+    shp_samples_take(a, &xa);
+    shp_samples_take(b, &xb);
+    if (run_sizes_of(a, xa.n, "baseline", &sa, &ra) < 0 ||
+        run_sizes_of(b, xb.n, "candidate", &sb, &rb) < 0)
         goto error;
-    if (shp_compare_samples(a->samples, a->nsamples, b->samples, b->nsamples,
-                            (uint64_t)seed, resamples, &j.ma, &j.mb, &j.ratio, &blo, &bhi) < 0)
+    if (shp_compare_samples(xa.x, xa.n, xb.x, xb.n, (uint64_t)seed, resamples, &j.ma, &j.mb,
+                            &j.ratio, &blo, &bhi) < 0)
         goto error;
-    if (paired ? judge_paired(a, b, sa, ra, sb, rb, &j) < 0
-               : judge_levels(a, b, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
+    if (paired ? judge_paired(&xa, &xb, sa, ra, sb, rb, &j) < 0
+               : judge_levels(&xa, &xb, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
         goto error;
     const char *verdict = shp_judge(j.ratio, j.lo, j.hi, margin);
     char reason[512];
@@ -533,10 +557,14 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         goto error;
     PyMem_Free(sa);
     PyMem_Free(sb);
+    shp_samples_release(&xa);
+    shp_samples_release(&xb);
     return (PyObject *)c;
 error:
     Py_XDECREF(c);
     PyMem_Free(sa);
     PyMem_Free(sb);
+    shp_samples_release(&xa);
+    shp_samples_release(&xb);
     return NULL;
 }

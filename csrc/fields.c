@@ -97,31 +97,31 @@ set_counts(PyObject *self, const shp_field *f, PyObject *value)
     const char *tn = shp_type_short_name(Py_TYPE(self));
     if (!PyList_Check(value) && !PyTuple_Check(value))
         return type_error(self, f, "a tuple of ints or None", value);
-    Py_ssize_t n = PySequence_Size(value);
-    if (n < 1) {
-        if (n == 0)
-            PyErr_Format(PyExc_ValueError, "%s.%s must not be empty", tn, f->name);
+    /* a private copy first: an item's __index__ (or a finalizer) may change
+     * the caller's list while the items are read */
+    PyObject *seq = PySequence_Tuple(value);
+    if (seq == NULL)
         return -1;
-    }
-    PyObject *out = PyTuple_New(n);
-    if (out == NULL)
-        return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject *out = n > 0 ? PyTuple_New(n) : NULL;
+    if (n == 0)
+        PyErr_Format(PyExc_ValueError, "%s.%s must not be empty", tn, f->name);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         Py_ssize_t c = 0;
-        PyObject *item = PySequence_GetItem(value, i);   /* a list may change under us */
-        int rc = item == NULL ? -1 : as_count(self, f, item, &c);
-        Py_XDECREF(item);
+        int rc = as_count(self, f, PyTuple_GET_ITEM(seq, i), &c);   /* held by seq */
         if (rc == 0 && c < 1) {
             PyErr_Format(PyExc_ValueError, "%s.%s must hold counts >= 1, got %zd", tn, f->name, c);
             rc = -1;
         }
         PyObject *num = rc < 0 ? NULL : PyLong_FromSsize_t(c);
-        if (num == NULL) {
-            Py_DECREF(out);
-            return -1;
-        }
-        PyTuple_SET_ITEM(out, i, num);
+        if (num == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, num);
     }
+    Py_DECREF(seq);
+    if (out == NULL)
+        return -1;
     Py_XSETREF(AS_OBJ(self, f), out);
     return 0;
 }
@@ -347,8 +347,10 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
         return r;
     }
     if (f->kind == SHP_F_OPT_FLOATS && AS_OBJ(self, f) != NULL) {
-        /* a list (JSON has no tuple), each item rounded like the field */
-        PyObject *t = AS_OBJ(self, f);
+        /* a list (JSON has no tuple), each item rounded like the field; the
+         * tuple is held: making the list can run a finalizer that reassigns
+         * the field */
+        PyObject *t = Py_NewRef(AS_OBJ(self, f));
         Py_ssize_t n = PyTuple_GET_SIZE(t);
         PyObject *l = PyList_New(n);
         for (Py_ssize_t i = 0; l != NULL && i < n; i++) {
@@ -360,6 +362,7 @@ shp_field_export(PyObject *self, const shp_field *f, int rounded)
             else
                 PyList_SET_ITEM(l, i, x);
         }
+        Py_DECREF(t);
         return l;
     }
     return shp_field_get(self, f);
@@ -370,37 +373,42 @@ shp_fields_init(PyObject *self, const shp_field *fields, PyObject *args,
                 PyObject *kwargs)
 {
     /* The call's shape is checked by the one keyword parser (args.c) before
-     * any field is set, as a dataclass's __init__ does; the values are held
-     * strongly while fields are set (a value's __float__ may change kwargs). */
+     * any field is set, as a dataclass's __init__ does.  The keyword values
+     * are taken from a list of kwargs' items, which holds them (and a fixed
+     * count of them) while fields are set: a value's __float__, or a
+     * finalizer run by any allocation here, may change kwargs meanwhile. */
     const char *tn = shp_type_short_name(Py_TYPE(self));
     Py_ssize_t nf = shp_fields_count(fields);
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = 0;
     int npos = 0, nreq = 0, rc = -1;
     while (npos < nf && !fields[npos].keyword_only)
         npos++;
     while (nreq < nf && fields[nreq].required)
         nreq++;
+    PyObject *items = NULL, *kwnames = NULL;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+        items = PyDict_Items(kwargs);
+        if (items == NULL)
+            return -1;
+        nkw = PyList_GET_SIZE(items);
+    }
     const char **names = PyMem_New(const char *, (size_t)nf + 1);
     PyObject **vec = PyMem_New(PyObject *, (size_t)(nargs + nkw) + 1);
     PyObject **out = PyMem_New(PyObject *, (size_t)nf + 1);
-    PyObject *kwnames = nkw > 0 ? PyTuple_New(nkw) : NULL;
-    Py_ssize_t nvec = 0;
     if (names == NULL || vec == NULL || out == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (nkw > 0 && kwnames == NULL)
+    if (nkw > 0 && (kwnames = PyTuple_New(nkw)) == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < nf; i++)
         names[i] = fields[i].name;
-    for (; nvec < nargs; nvec++)
-        vec[nvec] = Py_NewRef(PyTuple_GET_ITEM(args, nvec));
-    PyObject *key, *value;
-    Py_ssize_t pos = 0, k = 0;
-    while (k < nkw && PyDict_Next(kwargs, &pos, &key, &value)) {
-        PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
-        vec[nvec++] = Py_NewRef(value);
-        k++;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        vec[i] = PyTuple_GET_ITEM(args, i);   /* the caller holds the tuple */
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kv = PyList_GET_ITEM(items, k);   /* our list's (key, value) */
+        PyTuple_SET_ITEM(kwnames, k, Py_NewRef(PyTuple_GET_ITEM(kv, 0)));
+        vec[nargs + k] = PyTuple_GET_ITEM(kv, 1);
     }
     shp_argspec spec = {tn, names, (int)nf, npos, nreq, 0};
     if (shp_args_parse(&spec, vec, nargs, kwnames, out) < 0)
@@ -410,12 +418,11 @@ shp_fields_init(PyObject *self, const shp_field *fields, PyObject *args,
             goto done;
     rc = 0;
 done:
-    for (Py_ssize_t i = 0; i < nvec; i++)
-        Py_DECREF(vec[i]);
     PyMem_Free(names);
     PyMem_Free(vec);
     PyMem_Free(out);
     Py_XDECREF(kwnames);
+    Py_XDECREF(items);
     return rc;
 }
 

@@ -30,9 +30,12 @@ int shp_force_sampled_rss = 0;
  * same addresses, and after a fork the stacks of the other threads are gone
  * (glibc hands them to the child's next threads).  A node records the thread
  * that opened it; in a forked child only the forking thread still runs, so
- * the child keeps its nodes and drops the others (their benchmarks will never
- * close them there).  Every access holds `windows_mu` (taken around fork(),
- * so a child never inherits a list in mid-change) and the GIL.
+ * the child keeps its nodes open and sets the others aside, untracked: their
+ * benchmarks will never close them there, but a scope's window belongs to a
+ * Timer, a heap object the child still has, which may close it (or free it)
+ * there -- so such a node is parked, not freed, and shp_window_close frees it
+ * when it comes.  Every access holds `windows_mu` (taken around fork(), so a
+ * child never inherits a list in mid-change) and the GIL.
  */
 struct shp_hwm_node {
     struct shp_hwm_node *next;
@@ -50,6 +53,9 @@ static shp_hwm_node *open_windows = NULL;
  * an open/read/close ~3x that): opened once, never closed in this process;
  * a forked child drops it (it names the parent). */
 static int rss_fd = -1;
+/* Windows of threads a fork() left behind (see above): never credited,
+ * freed by whoever closes them; kept in a list so they stay reachable. */
+static shp_hwm_node *parked_windows = NULL;
 /* The process's peak RSS as it stood before this module's latest reset of
  * the kernel's record (bytes; -1 before any reset). */
 static int64_t peak_before_reset = -1;
@@ -77,9 +83,10 @@ fork_parent(void)
 }
 
 /* In the child: only the forking thread exists.  Keep its windows (with a
- * statm handle of this process: the inherited one reads the parent's), free
- * the others.  Only async-signal-safe calls and free(), which glibc makes
- * usable in a child handler. */
+ * statm handle of this process: the inherited one reads the parent's), park
+ * the others untracked (a Timer entered by another thread can still close or
+ * free its window here; freeing it now was a double free then).  Only
+ * async-signal-safe calls. */
 static void
 fork_child(void)
 {
@@ -101,7 +108,9 @@ fork_child(void)
         }
         else {
             *pp = n->next;
-            free(n);
+            n->method = SHP_PEAK_OFF;   /* its peak cannot be known here */
+            n->next = parked_windows;
+            parked_windows = n;
         }
     }
 }
@@ -389,8 +398,16 @@ shp_window_close(shp_hwm_window *w)
         return 0;
     w->node = NULL;
     windows_lock();
+    int found = 0;
     for (shp_hwm_node **pp = &open_windows; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == n) {
+            *pp = n->next;
+            found = 1;
+            break;
+        }
+    }
+    for (shp_hwm_node **pp = &parked_windows; !found && *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == n) {   /* opened by a thread a fork() left behind */
             *pp = n->next;
             break;
         }

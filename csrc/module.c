@@ -276,6 +276,13 @@ shp_exec(PyObject *m)
         add_type(m, &shp_timer_spec, NULL, &st->timer_type) < 0 ||
         add_type(m, &shp_profiler_spec, NULL, &st->profiler_type) < 0)
         return -1;
+    /* the profiler's ContextVar entries: a type of the module, not in its namespace */
+    st->frame_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &shp_frame_spec, NULL);
+    if (st->frame_type == NULL)
+        return -1;
+#if PY_VERSION_HEX < 0x030A0000
+    st->frame_type->tp_new = NULL;   /* made by the profiler only */
+#endif
     /* Timer("stage", profiler=p) without building an argument tuple and dict */
     st->timer_type->tp_vectorcall = shp_timer_vectorcall;
     st->warning = PyErr_NewExceptionWithDoc(
@@ -320,6 +327,7 @@ shp_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->node_type);
     Py_VISIT(st->profiler_type);
     Py_VISIT(st->timer_type);
+    Py_VISIT(st->frame_type);
     Py_VISIT(st->default_profiler);
     for (int c = 0; c < SHP_N_CAUSES; c++)
         Py_VISIT(st->cause_class[c]);
@@ -345,6 +353,7 @@ shp_clear(PyObject *m)
     Py_CLEAR(st->node_type);
     Py_CLEAR(st->profiler_type);
     Py_CLEAR(st->timer_type);
+    Py_CLEAR(st->frame_type);
     Py_CLEAR(st->default_profiler);
     for (int c = 0; c < SHP_N_CAUSES; c++)
         Py_CLEAR(st->cause_class[c]);

@@ -37,11 +37,13 @@
  *     table.c     format_benchmark_table: results as Markdown / HTML
  *  4. Python types -- one type (and its module functions) per file
  *     stats.c     BenchmarkStats
- *     advice.c    a result filled from summary and diagnosis; the stability warning
+ *     warn.c      the one BenchmarkWarning of a benchmark call (causes, classes, frame)
+ *     advice.c    a result filled from summary and diagnosis; its stability's causes
  *     gpumem.c    GPUMemoryInfo
  *     compare.c   the Comparison type and compare_benchmarks
  *     cudasync.c  the CudaSync type, get_cuda_sync_fn, get_gpu_vram_mb
  *     scopenode.c the ProfileNode type (one scope of the call tree)
+ *     scopeframe.c where each thread / task is in a scope tree: enter, leave
  *     scope.c     ProfilerCore: the scope tree, per-thread / per-task nesting
  *     scopetimer.c the Timer type: a scope's enter and exit
  *  5. the run
@@ -76,7 +78,7 @@
 #define NO_IMPORT_ARRAY
 #endif
 
-/* Python 3.9 lacks Py_NewRef (3.10+). */
+/* Python 3.9 lacks Py_NewRef and Py_XNewRef (3.10+). */
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *
 shp_newref(PyObject *o)
@@ -85,6 +87,13 @@ shp_newref(PyObject *o)
     return o;
 }
 #define Py_NewRef(o) shp_newref((PyObject *)(o))
+static inline PyObject *
+shp_xnewref(PyObject *o)
+{
+    Py_XINCREF(o);
+    return o;
+}
+#define Py_XNewRef(o) shp_xnewref((PyObject *)(o))
 #endif
 
 /* ---- platform ---------------------------------------------------------- */
@@ -144,7 +153,8 @@ typedef struct shp_hwm_window {
 /* Open a window (never fails: falls back to sampling, or OFF if no RSS or
  * no memory for the node).  The list of open windows is process-wide (the
  * mark is) and survives fork(): a child keeps the forking thread's windows
- * only.  Hold the GIL. */
+ * open; another thread's become untracked there (closing one gives 0) and
+ * are freed when closed.  Hold the GIL. */
 void shp_window_open(shp_hwm_window *w);
 /* Fold one RSS sample into a SAMPLED window; cheap, no Python calls. */
 void shp_window_sample(shp_hwm_window *w);
@@ -311,6 +321,7 @@ typedef struct {
     PyTypeObject *node_type;        /* ProfileNode */
     PyTypeObject *profiler_type;    /* ProfilerCore (HierarchicalProfiler's base) */
     PyTypeObject *timer_type;       /* Timer */
+    PyTypeObject *frame_type;       /* _ScopeEntry (scopeframe.c; not in the namespace) */
     PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
     /* machine preflight (env.c): the last /proc/stat reading and what it gave */
@@ -472,10 +483,19 @@ typedef struct {
 int shp_args_parse(const shp_argspec *spec, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **out);
 /* The same for an (args tuple, kwargs dict or NULL) pair, as tp_new and
- * tp_init receive them; out[] items are borrowed from args / kwargs. */
+ * tp_init receive them.  out[] items are borrowed from args and from *hold:
+ * a new reference (NULL when no keywords) that keeps the keyword values
+ * alive whatever happens to kwargs; the caller releases it (Py_XDECREF) once
+ * done with out[].  On failure *hold is NULL. */
 #define SHP_ARGS_MAX 16
 int shp_args_parse_tuple(const shp_argspec *spec, PyObject *args, PyObject *kwargs,
-                         PyObject **out);
+                         PyObject **out, PyObject **hold);
+/* (args, kwargs) as a vectorcall stack: stack[0..nargs+nkw) borrowed from
+ * args and from *hold (as above), *kwnames a new tuple of the keywords (NULL
+ * when none).  More than `cap` arguments: TypeError "fname() takes at most
+ * cap arguments".  0 / -1 (nothing to release then). */
+int shp_args_unpack(const char *fname, PyObject *args, PyObject *kwargs, PyObject **stack,
+                    Py_ssize_t cap, PyObject **kwnames, PyObject **hold);
 /* Index of keyword `key` in spec->names, or -1 (never fails). */
 int shp_args_find(const shp_argspec *spec, PyObject *key);
 /* 1 if shp_args_parse took keyword `key` (with nargs positionals), else 0
@@ -1066,6 +1086,31 @@ typedef struct {
     PyObject *weakreflist;
 } shp_Stats;
 
+/* A result's samples held for a computation that can run Python code (a
+ * signal handler, a finalizer) which may replace them: the buffer, its
+ * length and its owner as they were when taken.  Never fails. */
+typedef struct {
+    const double *x;
+    Py_ssize_t n;
+    PyObject *owner;   /* strong; NULL when no samples */
+} shp_samples_ref;
+
+static inline void
+shp_samples_take(const shp_Stats *s, shp_samples_ref *r)
+{
+    r->owner = s->samples != NULL ? Py_XNewRef(s->samples_owner) : NULL;
+    r->x = r->owner != NULL ? s->samples : NULL;
+    r->n = r->owner != NULL ? s->nsamples : 0;
+}
+
+static inline void
+shp_samples_release(shp_samples_ref *r)
+{
+    r->x = NULL;
+    r->n = 0;
+    Py_CLEAR(r->owner);
+}
+
 typedef struct {
     PyObject_HEAD
     double total_mb, free_mb, used_mb;
@@ -1204,9 +1249,10 @@ PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
 
 /*
  * The released module's Timer / HierarchicalProfiler / ProfileNode with enter
- * and exit in C.  Calls go one way: scopetimer.c -> scope.c -> scopenode.c.
- * The structs are here because scope.c makes Timers (fills the struct, calls
- * no function of scopetimer.c) and scopetimer.c updates nodes and the ring.
+ * and exit in C.  Calls go one way: scopetimer.c and scope.c -> scopeframe.c
+ * -> scopenode.c.  The structs are here because scope.c makes Timers (fills
+ * the struct, calls no function of scopetimer.c) and scopetimer.c updates
+ * nodes and the ring.
  */
 #define SHP_SCOPE_NO_ID UINT32_MAX
 
@@ -1233,10 +1279,12 @@ typedef struct {
     PyObject *root_name;         /* str */
     PyObject *device;            /* str */
     PyObject *root;              /* shp_Node */
-    PyObject *var;               /* ContextVar: the calling context's current node */
+    PyObject *var;               /* ContextVar: the calling context's innermost entry
+                                  * (shp_Frame; None or unset: the root) */
     PyObject *nodes;             /* list: node registry of this generation, index = id */
     PyTypeObject *node_type;
     PyTypeObject *timer_type;
+    PyTypeObject *frame_type;
     char track_ram;              /* shp_mem_mode */
     char track_vram, sync_cuda;
     int device_id;
@@ -1251,7 +1299,7 @@ typedef struct {
     PyObject *name;            /* str */
     PyObject *profiler;        /* shp_Profiler, or NULL: records nowhere */
     PyObject *node;            /* the node entered, NULL before the first enter */
-    PyObject *token;           /* ContextVar token of the enter (restores the node before) */
+    PyObject *token;           /* the entry (shp_Frame, from shp_scope_push) while entered */
     char track_memory;         /* shp_mem_mode */
     char track_vram, sync_cuda;
     char active, window_open, rss_open, have_cuda;
@@ -1270,21 +1318,44 @@ typedef struct {
 extern PyType_Spec shp_node_spec;
 shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
 
+/* One entry of a scope: what a profiler's ContextVar holds (scopeframe.c). */
+typedef struct shp_Frame {
+    PyObject_HEAD
+    PyObject *node;              /* shp_Node entered */
+    struct shp_Frame *prev;      /* the entry it was entered from; NULL: the root */
+    PyObject *token;             /* ContextVar token restoring `prev`; NULL once used */
+    char abandoned;              /* left elsewhere for good: contexts skip it */
+} shp_Frame;
+
+extern PyType_Spec shp_frame_spec;
+
+/* scopeframe.c: the position of each context (thread, task) in a tree. */
+/* The calling context's node (new reference) and, when `frame` is not NULL,
+ * its innermost live entry (new reference; NULL at the root).  NULL with
+ * TypeError when the profiler's ContextVar holds something foreign. */
+PyObject *shp_scope_position(shp_Profiler *p, shp_Frame **frame);
+/* Enter `name` (a str) in the calling thread's / task's context: returns the
+ * new current node and puts the entry in *entry (both new references; the
+ * entry restores the previous position, and only in this context), or NULL
+ * with an exception set (nothing changed then). */
+shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **entry);
+/* Leave the scope entered as `entry` (from shp_scope_push): the calling
+ * context's position is again the one before it, inner scopes left open
+ * included.  In another thread / task than the one that entered: when
+ * `closing` (a generator is being closed there: GeneratorExit passes through,
+ * the scope can never be left where it was entered) the entry is abandoned
+ * and 0 returned; otherwise -1 with RuntimeError and nothing changed (the
+ * scope can still be left where it was entered).  -1 on another error. */
+int shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *entry, int closing);
+/* An entry that will never be left (its Timer is being freed while entered):
+ * the context that entered it continues at the scope's parent.  Never fails. */
+void shp_scope_abandon(PyObject *entry);
+/* pop(): the calling context moves to the entry it was in before its current
+ * one (never above the root).  0 / -1. */
+int shp_scope_pop(shp_Profiler *p);
+
 /* scope.c. */
 extern PyType_Spec shp_profiler_spec;
-/* Enter `name` (a str) in the calling thread's / task's context: returns the
- * new current node and puts the ContextVar token of that change in *token
- * (both new references; the token restores the previous node, and only in
- * this context), or NULL with an exception set (nothing changed then). */
-shp_Node *shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **token);
-/* Leave the scope entered with `token` (from shp_scope_push): the calling
- * context's current node is again the one before it, inner scopes left open
- * included.  0, or -1 with RuntimeError when the calling thread / task is not
- * the one that entered (nothing changed then: the scope can still be left
- * where it was entered) or another error. */
-int shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *token);
-/* Make `node` the calling context's current node of p.  0 / -1. */
-int shp_scope_set_current(shp_Profiler *p, PyObject *node);
 /* _set_default_profiler(p): p a ProfilerCore or None; returns None. */
 PyObject *shp_set_default_profiler(PyObject *module, PyObject *p);
 /* _scope_clock_floor_ns(n): mean ns of the four clock reads one scope makes

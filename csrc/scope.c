@@ -5,8 +5,9 @@
  * The released module keeps one Python list as the stack of open scopes, so
  * two threads or two asyncio tasks push onto each other's scopes.  Here the
  * stack is not stored at all: each profiler owns a ContextVar holding the
- * calling context's *current node*, and a node knows its parent, so the path
- * root -> current node is the stack.  Every thread starts with an empty
+ * calling context's innermost *entry* (scopeframe.c: the node entered and the
+ * entry before), and a node knows its parent, so the path root -> current
+ * node is the stack.  Every thread starts with an empty
  * context (its scopes nest under the root); an asyncio task runs in a copy of
  * its creator's context (its scopes nest under the scope that created it and
  * never under a sibling's).  Every context's scopes aggregate into the one
@@ -24,11 +25,16 @@
 
 #define DEFAULT_TRACE_CAPACITY 65536
 
-/* A new tree: root node, registry, empty ring; the generation moves on. */
+/* A new tree: root node, registry, empty ring; the generation moves on.
+ * Allocating can run a finalizer that renames the root (held here), and
+ * freeing the old tree can run one that enters a scope: the old tree is let
+ * go only once root, registry, ring and generation all agree again. */
 static int
 profiler_new_tree(shp_Profiler *p)
 {
-    shp_Node *root = shp_node_new(p->node_type, p->root_name);
+    PyObject *name = Py_NewRef(p->root_name);
+    shp_Node *root = shp_node_new(p->node_type, name);
+    Py_DECREF(name);
     if (root == NULL)
         return -1;
     PyObject *nodes = PyList_New(1);
@@ -36,106 +42,16 @@ profiler_new_tree(shp_Profiler *p)
         Py_DECREF(root);
         return -1;
     }
+    PyObject *old_root = p->root, *old_nodes = p->nodes;
     p->gen++;
     root->gen = p->gen;
     root->id = 0;
     PyList_SET_ITEM(nodes, 0, Py_NewRef(root));
-    Py_XSETREF(p->root, (PyObject *)root);
-    Py_XSETREF(p->nodes, nodes);
+    p->root = (PyObject *)root;
+    p->nodes = nodes;
     shp_ring_clear(&p->ring);
-    return 0;
-}
-
-/* The calling context's current node of `p`: new reference. */
-static PyObject *
-profiler_current(shp_Profiler *p)
-{
-    PyObject *cur = NULL;
-    if (PyContextVar_Get(p->var, NULL, &cur) < 0)
-        return NULL;
-    if (cur == NULL || ((shp_Node *)cur)->gen != p->gen)
-        Py_XSETREF(cur, Py_NewRef(p->root));
-    return cur;
-}
-
-/* The child `name` of `parent`, created (and registered) if new: new reference. */
-static shp_Node *
-profiler_child(shp_Profiler *p, shp_Node *parent, PyObject *name)
-{
-    PyObject *found = PyDict_GetItemWithError(parent->children, name);
-    if (found != NULL)
-        return (shp_Node *)Py_NewRef(found);
-    if (PyErr_Occurred())
-        return NULL;
-    shp_Node *n = shp_node_new(p->node_type, name);
-    if (n == NULL)
-        return NULL;
-    n->parent = Py_NewRef(parent);
-    n->gen = parent->gen;
-    n->depth = parent->depth + 1;
-    /* Allocating may have run a finalizer that let another thread in: the
-     * first node published under this name is the one everybody uses. */
-    PyObject *winner = PyDict_SetDefault(parent->children, name, (PyObject *)n);
-    if (winner != (PyObject *)n) {
-        Py_DECREF(n);
-        return winner != NULL ? (shp_Node *)Py_NewRef(winner) : NULL;
-    }
-    if (n->gen == p->gen && PyList_GET_SIZE(p->nodes) < (Py_ssize_t)SHP_SCOPE_NO_ID) {
-        n->id = (uint32_t)PyList_GET_SIZE(p->nodes);
-        if (PyList_Append(p->nodes, (PyObject *)n) < 0) {
-            n->id = SHP_SCOPE_NO_ID;
-            Py_DECREF(n);
-            return NULL;
-        }
-    }
-    return n;
-}
-
-/* Enter `name` in the calling context: the new current node (new reference);
- * *prev receives the previous current node (new reference). */
-shp_Node *
-shp_scope_push(shp_Profiler *p, PyObject *name, PyObject **token)
-{
-    PyObject *cur = profiler_current(p);
-    if (cur == NULL)
-        return NULL;
-    shp_Node *node = profiler_child(p, (shp_Node *)cur, name);
-    if (node == NULL) {
-        Py_DECREF(cur);
-        return NULL;
-    }
-    Py_DECREF(cur);
-    *token = PyContextVar_Set(p->var, (PyObject *)node);
-    if (*token == NULL) {
-        Py_DECREF(node);
-        return NULL;
-    }
-    return node;
-}
-
-int
-shp_scope_leave(shp_Profiler *p, PyObject *name, PyObject *token)
-{
-    if (PyContextVar_Reset(p->var, token) == 0)
-        return 0;
-    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-        /* the token belongs to another context: entered in another thread or task */
-        PyErr_Clear();
-        PyErr_Format(PyExc_RuntimeError,
-                     "scope %R is left in a different thread or asyncio task than the one "
-                     "that entered it; leave a scope where it was entered (it stays open "
-                     "there)", name);
-    }
-    return -1;
-}
-
-int
-shp_scope_set_current(shp_Profiler *p, PyObject *node)
-{
-    PyObject *token = PyContextVar_Set(p->var, node);
-    if (token == NULL)
-        return -1;
-    Py_DECREF(token);
+    Py_XDECREF(old_root);
+    Py_XDECREF(old_nodes);
     return 0;
 }
 
@@ -155,6 +71,7 @@ Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     p->node_type = (PyTypeObject *)Py_NewRef(st->node_type);
     p->timer_type = (PyTypeObject *)Py_NewRef(st->timer_type);
+    p->frame_type = (PyTypeObject *)Py_NewRef(st->frame_type);
     p->root_name = PyUnicode_FromString("Root");
     p->device = PyUnicode_FromString("CPU");
     p->var = PyContextVar_New("spatialhub.utils.profiling.scope", NULL);
@@ -215,28 +132,32 @@ Profiler_init(PyObject *op, PyObject *args, PyObject *kwargs)
     static const shp_argspec spec = {"HierarchicalProfiler", names, 7, 6, 0, 0};
     static const char *const fn = "HierarchicalProfiler()";
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *v[7], *name = NULL, *device = NULL;
+    PyObject *v[7], *hold = NULL, *name = NULL, *device = NULL;
     Py_ssize_t capacity = DEFAULT_TRACE_CAPACITY;
-    int track_ram = SHP_MEM_RSS, tv = 0, sc = 0, id = 0;
+    int track_ram = SHP_MEM_RSS, tv = 0, sc = 0, id = 0, rc = -1;
     shp_device dev = {SHP_DEV_CPU, -1, NULL};
-    if (shp_args_parse_tuple(&spec, args, kwargs, v) < 0)
+    /* v[] is borrowed from `hold` until the end: __bool__ / __index__ of one
+     * value may empty the caller's kwargs */
+    if (shp_args_parse_tuple(&spec, args, kwargs, v, &hold) < 0)
         return -1;
     if ((v[0] && shp_arg_str(v[0], fn, "name", 0, &name) < 0) ||
         (v[1] && shp_arg_str(v[1], fn, "device", 0, &device) < 0) ||
         (v[2] && shp_arg_memory(v[2], fn, "track_ram", &track_ram) < 0) ||
         (v[6] && shp_arg_ssize(v[6], fn, "trace_capacity", &capacity) < 0))
-        return -1;
-    if (capacity < 0)
-        return shp_arg_value_error(fn, "trace_capacity", ">= 0", v[6]);
+        goto done;
+    if (capacity < 0) {
+        shp_arg_value_error(fn, "trace_capacity", ">= 0", v[6]);
+        goto done;
+    }
     if (device != NULL && shp_device_parse(device, &dev) < 0)
-        return -1;
+        goto done;
     int is_cuda = dev.kind == SHP_DEV_CUDA;
     if (opt_flag(v[3], is_cuda, &tv) < 0 || opt_flag(v[4], is_cuda, &sc) < 0)
-        return -1;
+        goto done;
     /* device="cuda:1" names the ordinal when device_id does not */
     if (v[5] != NULL) {
         if (device_id_arg(v[5], fn, &id) < 0)
-            return -1;
+            goto done;
     }
     else if (is_cuda && dev.ordinal > 0) {
         id = dev.ordinal < SHP_MAX_CUDA_DEVICES ? dev.ordinal : 0;
@@ -251,7 +172,10 @@ Profiler_init(PyObject *op, PyObject *args, PyObject *kwargs)
     p->device_id = id;
     shp_ring_clear(&p->ring);
     p->ring.capacity = capacity;
-    return profiler_new_tree(p);
+    rc = profiler_new_tree(p);
+done:
+    Py_XDECREF(hold);
+    return rc;
 }
 
 static int
@@ -266,6 +190,7 @@ Profiler_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(p->nodes);
     Py_VISIT(p->node_type);
     Py_VISIT(p->timer_type);
+    Py_VISIT(p->frame_type);
     return 0;
 }
 
@@ -280,6 +205,7 @@ Profiler_clear(PyObject *op)
     Py_CLEAR(p->nodes);
     Py_CLEAR(p->node_type);
     Py_CLEAR(p->timer_type);
+    Py_CLEAR(p->frame_type);
     return 0;
 }
 
@@ -301,11 +227,15 @@ static PyObject *
 Profiler_push(PyObject *op, PyObject *name)
 {
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *token = NULL;
+    PyObject *entry = NULL;
     if (shp_arg_str(name, "HierarchicalProfiler.push()", "name", 0, &name) < 0)
         return NULL;
-    shp_Node *node = shp_scope_push(p, name, &token);
-    Py_XDECREF(token);
+    shp_Node *node = shp_scope_push(p, name, &entry);
+    if (node != NULL) {
+        /* never reset: pop() moves to the parent entry instead */
+        Py_CLEAR(((shp_Frame *)entry)->token);
+        Py_DECREF(entry);
+    }
     return (PyObject *)node;
 }
 
@@ -314,15 +244,7 @@ Profiler_pop(PyObject *op, PyObject *unused)
 {
     (void)unused;
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *cur = profiler_current(p);
-    if (cur == NULL)
-        return NULL;
-    PyObject *parent = ((shp_Node *)cur)->parent;
-    int rc = 0;
-    if (cur != p->root && parent != NULL)   /* never pops the root */
-        rc = shp_scope_set_current(p, parent);
-    Py_DECREF(cur);
-    if (rc < 0)
+    if (shp_scope_pop(p) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -341,7 +263,7 @@ Profiler_get_stack(PyObject *op, void *c)
 {
     (void)c;
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *cur = profiler_current(p);
+    PyObject *cur = shp_scope_position(p, NULL);
     if (cur == NULL)
         return NULL;
     PyObject *stack = PyList_New(0);
@@ -371,7 +293,7 @@ static PyObject *
 Profiler_get_current(PyObject *op, void *c)
 {
     (void)c;
-    return profiler_current((shp_Profiler *)op);
+    return shp_scope_position((shp_Profiler *)op, NULL);
 }
 
 static PyObject *
@@ -410,30 +332,56 @@ Profiler_get_device(PyObject *op, void *c)
 }
 
 /* _trace() -> (nodes, events, dropped): the node registry (a copy) and the
- * ring's events, oldest first, as (node_id, thread, start_ns, dur_ns, depth). */
+ * ring's events, oldest first, as (node_id, thread, start_ns, dur_ns, depth).
+ * Every object made here can run the collector, and so a finalizer that
+ * enters scopes (the ring grows and wraps) or calls reset() (the ring is
+ * freed): the ring and the registry are copied first, with no Python code in
+ * between, and only the copies are read after. */
 static PyObject *
 Profiler_trace(PyObject *op, PyObject *unused)
 {
     (void)unused;
     shp_Profiler *p = (shp_Profiler *)op;
-    PyObject *nodes = NULL, *events = NULL, *res = NULL;
-    nodes = PyList_GetSlice(p->nodes, 0, PyList_GET_SIZE(p->nodes));
-    if (nodes == NULL)
+    PyObject *nodes = NULL, *events = NULL, *res = NULL, **items = NULL;
+    Py_ssize_t count = p->ring.count, built = 0;
+    shp_event *snap = PyMem_New(shp_event, (size_t)count + 1);   /* never runs Python */
+    if (snap == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++)
+        snap[i] = *shp_ring_at(&p->ring, i);
+    unsigned long long dropped = (unsigned long long)p->ring.dropped;
+    PyObject *reg = Py_NewRef(p->nodes);   /* this generation's; only ever appended to */
+    Py_ssize_t nreg = PyList_GET_SIZE(reg);
+    /* from here on, the profiler may change under us */
+    nodes = PyList_GetSlice(reg, 0, nreg);
+    Py_DECREF(reg);
+    items = PyMem_New(PyObject *, (size_t)count + 1);
+    if (nodes == NULL || items == NULL) {
+        if (items == NULL)
+            PyErr_NoMemory();
         goto done;
-    events = PyList_New(p->ring.count);
+    }
+    for (; built < count; built++) {
+        const shp_event *e = &snap[built];
+        items[built] = Py_BuildValue("(IKLLI)", (unsigned int)e->node_id,
+                                     (unsigned long long)e->thread, (long long)e->start_ns,
+                                     (long long)e->dur_ns, (unsigned int)e->depth);
+        if (items[built] == NULL)
+            goto done;
+    }
+    /* filled with no allocation in between: nothing can see it half-made */
+    events = PyList_New(count);
     if (events == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < p->ring.count; i++) {
-        const shp_event *e = shp_ring_at(&p->ring, i);
-        PyObject *t = Py_BuildValue("(IKLLI)", (unsigned int)e->node_id,
-                                    (unsigned long long)e->thread, (long long)e->start_ns,
-                                    (long long)e->dur_ns, (unsigned int)e->depth);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(events, i, t);
-    }
-    res = Py_BuildValue("(OOK)", nodes, events, (unsigned long long)p->ring.dropped);
+    for (Py_ssize_t i = 0; i < count; i++)
+        PyList_SET_ITEM(events, i, items[i]);
+    built = 0;   /* the list owns them now */
+    res = Py_BuildValue("(OOK)", nodes, events, dropped);
 done:
+    for (Py_ssize_t i = 0; i < built; i++)
+        Py_DECREF(items[i]);
+    PyMem_Free(items);
+    PyMem_Free(snap);
     Py_XDECREF(nodes);
     Py_XDECREF(events);
     return res;

@@ -37,11 +37,13 @@ Node_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static const char *const names[] = {"name"};
     static const shp_argspec spec = {"ProfileNode", names, 1, 1, 1, 0};
-    PyObject *v[1], *name = NULL;
-    if (shp_args_parse_tuple(&spec, args, kwargs, v) < 0 ||
-        shp_arg_str(v[0], "ProfileNode()", "name", 0, &name) < 0)
+    PyObject *v[1], *hold = NULL, *name = NULL, *res = NULL;
+    if (shp_args_parse_tuple(&spec, args, kwargs, v, &hold) < 0)
         return NULL;
-    return (PyObject *)shp_node_new(type, name);
+    if (shp_arg_str(v[0], "ProfileNode()", "name", 0, &name) == 0)
+        res = (PyObject *)shp_node_new(type, name);   /* name held by hold / args */
+    Py_XDECREF(hold);
+    return res;
 }
 
 static int
@@ -152,6 +154,40 @@ Node_get_pct(PyObject *op, void *closure)
 }
 
 static PyObject *
+Node_get_calls(PyObject *op, void *c)
+{
+    (void)c;
+    return PyLong_FromLongLong(((shp_Node *)op)->calls);
+}
+
+/* Settable, as the released attribute was, within what the count can hold:
+ * an int (not a bool) in [0, 2**63 - 1]; a scope's exit stops counting there
+ * (scopetimer.c), it never wraps. */
+static int
+Node_set_calls(PyObject *op, PyObject *v, void *c)
+{
+    (void)c;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete ProfileNode.calls");
+        return -1;
+    }
+    PyObject *idx = shp_arg_index(v, "ProfileNode", "calls");
+    if (idx == NULL)
+        return -1;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    int rc = 0;
+    if (n == -1 && PyErr_Occurred())
+        rc = -1;
+    else if (overflow != 0 || n < 0)
+        rc = shp_arg_value_error("ProfileNode", "calls", "an int in [0, 2**63 - 1]", idx);
+    else
+        ((shp_Node *)op)->calls = n;
+    Py_DECREF(idx);
+    return rc;
+}
+
+static PyObject *
 Node_get_mean(PyObject *op, void *c)
 {
     (void)c;
@@ -202,6 +238,7 @@ Node_percentile(PyObject *op, PyObject *arg)
 #define PCT(name, q, doc) {name, Node_get_pct, NULL, doc, (void *)(intptr_t)(q)}
 
 static PyGetSetDef node_getset[] = {
+    {"calls", Node_get_calls, Node_set_calls, "Times the scope was exited.", NULL},
     {"total_wall_time", Node_get_wall, Node_set_wall,
      "Cumulative wall-clock time of all calls, seconds.", NULL},
     {"total_cpu_time", Node_get_cpu, Node_set_cpu,
@@ -223,7 +260,6 @@ static PyGetSetDef node_getset[] = {
 
 static PyMemberDef node_members[] = {
     {"name", T_OBJECT_EX, offsetof(shp_Node, name), READONLY, "Scope name."},
-    {"calls", T_LONGLONG, offsetof(shp_Node, calls), 0, "Times the scope was exited."},
     {"peak_ram_delta_mb", T_DOUBLE, offsetof(shp_Node, peak_ram_mb), 0,
      "Highest peak-RSS-minus-start of one call, MiB (high-water mark)."},
     {"peak_vram_delta_mb", T_DOUBLE, offsetof(shp_Node, peak_vram_mb), 0,

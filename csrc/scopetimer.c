@@ -74,31 +74,14 @@ shp_timer_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObj
 static PyObject *
 Timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *stack[SHP_ARGS_MAX];
-    PyObject *kwnames = NULL, *res = NULL;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    Py_ssize_t nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
-    if (nargs + nkw > 6) {
-        PyErr_Format(PyExc_TypeError, "Timer() takes at most 6 arguments (%zd given)",
-                     nargs + nkw);
+    PyObject *stack[6];
+    PyObject *kwnames = NULL, *hold = NULL;
+    /* the keyword values are held by `hold` while the flags' __bool__ runs */
+    if (shp_args_unpack("Timer", args, kwargs, stack, 6, &kwnames, &hold) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        stack[i] = PyTuple_GET_ITEM(args, i);
-    if (nkw > 0) {
-        kwnames = PyTuple_New(nkw);
-        if (kwnames == NULL)
-            return NULL;
-        Py_ssize_t pos = 0, i = 0;
-        PyObject *key, *value;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            PyTuple_SET_ITEM(kwnames, i, Py_NewRef(key));
-            stack[nargs + i] = value;
-            i++;
-        }
-    }
-    res = timer_from_args(type, stack, (size_t)nargs, kwnames);
+    PyObject *res = timer_from_args(type, stack, (size_t)PyTuple_GET_SIZE(args), kwnames);
     Py_XDECREF(kwnames);
+    Py_XDECREF(hold);
     return res;
 }
 
@@ -114,10 +97,21 @@ Timer_traverse(PyObject *op, visitproc visit, void *arg)
     return 0;
 }
 
+/* A Timer going away while entered (an abandoned generator, a manual
+ * __enter__): its entry can never be left, so the context that entered it
+ * must stop nesting under it. */
+static void
+timer_abandon(shp_Timer *t)
+{
+    if (t->active && t->token != NULL)
+        shp_scope_abandon(t->token);
+}
+
 static int
 Timer_clear(PyObject *op)
 {
     shp_Timer *t = (shp_Timer *)op;
+    timer_abandon(t);
     Py_CLEAR(t->name);
     Py_CLEAR(t->profiler);
     Py_CLEAR(t->node);
@@ -139,7 +133,7 @@ Timer_dealloc(PyObject *op)
     }
     if (t->weakreflist != NULL)
         PyObject_ClearWeakRefs(op);
-    (void)Timer_clear(op);
+    (void)Timer_clear(op);   /* abandons an entry still open */
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -202,25 +196,22 @@ timer_sync(shp_Timer *t)
     return rc;
 }
 
-static PyObject *
-Timer_enter(PyObject *op, PyObject *unused)
+/* t->active: 0 idle, 1 entered, 2 being entered or exited.  Entering and
+ * exiting release the GIL (CUDA) and can run finalizers (any allocation):
+ * a Timer is marked before either can happen, so that another thread or a
+ * finalizer entering or exiting the same Timer meanwhile is refused instead
+ * of overwriting its entry and its RAM window. */
+static int
+timer_begin(shp_Timer *t)
 {
-    (void)unused;
-    shp_Timer *t = (shp_Timer *)op;
-    if (t->active) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "Timer %R is already active: one Timer object cannot be entered again "
-                     "before it exits (make one Timer per `with`)", t->name);
-        return NULL;
-    }
     if ((t->sync_cuda || t->track_vram) && timer_cuda(t) < 0)
-        return NULL;
+        return -1;
     if (t->sync_cuda) {
         shp_CUresult rc = timer_sync(t);
         if (rc != 0) {
             shp_state *st = shp_state_from_type(Py_TYPE(t));
-            return st != NULL ? (shp_cuda_raise(st, rc, "Timer: cuCtxSynchronize before the "
-                                                "scope failed"), NULL) : NULL;
+            return st != NULL ? shp_cuda_raise(st, rc, "Timer: cuCtxSynchronize before the "
+                                               "scope failed") : -1;
         }
     }
     if (t->track_vram) {
@@ -228,19 +219,19 @@ Timer_enter(PyObject *op, PyObject *unused)
         size_t free_b = 0, total_b = 0;
         shp_CUresult rc;
         if (st == NULL)
-            return NULL;
+            return -1;
         Py_BEGIN_ALLOW_THREADS
         rc = shp_cuda_meminfo_nogil(st, &t->cuda, &free_b, &total_b);
         Py_END_ALLOW_THREADS
         if (rc != 0)
-            return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed"), NULL;
+            return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed");
         t->vram_used0 = total_b - free_b;
     }
     if (t->profiler != NULL) {
         PyObject *token = NULL;
         shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &token);
         if (node == NULL)
-            return NULL;
+            return -1;
         Py_XSETREF(t->node, (PyObject *)node);
         Py_XSETREF(t->token, token);
     }
@@ -252,19 +243,50 @@ Timer_enter(PyObject *op, PyObject *unused)
         t->rss0 = shp_rss_bytes();
         t->rss_open = t->rss0 >= 0;
     }
-    t->active = 1;
     t->c0_ns = shp_process_cpu_ns();
     t->t0_ns = shp_now_ns();
+    return 0;
+}
+
+static PyObject *
+Timer_enter(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    shp_Timer *t = (shp_Timer *)op;
+    if (t->active) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Timer %R is already active: one Timer object cannot be entered again "
+                     "before it exits (make one Timer per `with`)", t->name);
+        return NULL;
+    }
+    t->active = 2;
+    if (timer_begin(t) < 0) {
+        t->active = 0;
+        return NULL;
+    }
+    t->active = 1;
     return Py_NewRef(op);
+}
+
+/* a + b, held at the int64 range (a node's totals are settable) */
+static int64_t
+add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
 }
 
 static void
 timer_record(shp_Timer *t, int64_t wall, int64_t cpu)
 {
     shp_Node *n = (shp_Node *)t->node;
-    n->calls++;
-    n->wall_ns += wall;
-    n->cpu_ns += cpu;
+    if (n->calls < LLONG_MAX)   /* settable up to 2**63 - 1: stops there, never wraps */
+        n->calls++;
+    n->wall_ns = add_sat(n->wall_ns, wall);
+    n->cpu_ns = add_sat(n->cpu_ns, cpu);
     shp_hist_record(&n->hist, wall);
     if (t->track_memory && t->ram_delta_mb > n->peak_ram_mb)
         n->peak_ram_mb = t->ram_delta_mb;
@@ -277,26 +299,44 @@ timer_record(shp_Timer *t, int64_t wall, int64_t cpu)
     }
 }
 
+static PyObject *timer_end(shp_Timer *t, PyObject *const *args, Py_ssize_t nargs);
+
 static PyObject *
 Timer_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     shp_Timer *t = (shp_Timer *)op;
-    shp_CUresult rc = 0;
-    if (!t->active) {
-        PyErr_Format(PyExc_RuntimeError, "Timer %R exited without being entered", t->name);
+    if (t->active != 1) {
+        PyErr_Format(PyExc_RuntimeError, t->active ? "Timer %R is being entered or exited "
+                     "elsewhere" : "Timer %R exited without being entered", t->name);
         return NULL;
     }
+    t->active = 2;
+    PyObject *res = timer_end(t, args, nargs);
+    if (t->active == 2)   /* left (1: refused, it stays entered) */
+        t->active = 0;
+    return res;
+}
+
+static PyObject *
+timer_end(shp_Timer *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    shp_CUresult rc = 0;
     if (t->sync_cuda)
         rc = timer_sync(t);
     int64_t t1 = shp_now_ns();
     int64_t c1 = shp_process_cpu_ns();
     if (t->token != NULL) {
-        /* refused in another thread / task: the Timer stays entered */
-        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token) < 0)
+        /* refused in another thread / task (the Timer stays entered), unless a
+         * generator is being closed there: then it is left for good */
+        int closing = nargs >= 1 && PyType_Check(args[0]) &&
+                      PyType_IsSubtype((PyTypeObject *)args[0],
+                                       (PyTypeObject *)PyExc_GeneratorExit);
+        if (shp_scope_leave((shp_Profiler *)t->profiler, t->name, t->token, closing) < 0) {
+            t->active = 1;
             return NULL;
+        }
         Py_CLEAR(t->token);
     }
-    t->active = 0;
     int64_t wall = t1 - t->t0_ns, cpu = c1 - t->c0_ns;
     t->elapsed_wall = (double)wall / 1e9;
     t->elapsed_cpu = (double)cpu / 1e9;

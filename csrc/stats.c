@@ -282,16 +282,20 @@ Stats_get_samples(PyObject *op, void *closure)
 {
     (void)closure;
     shp_Stats *self = (shp_Stats *)op;
-    if (self->samples == NULL)
+    shp_samples_ref r;
+    shp_samples_take(self, &r);   /* buffer, length and owner of one moment */
+    if (r.owner == NULL)
         Py_RETURN_NONE;
-    npy_intp dim = (npy_intp)self->nsamples;
-    PyObject *arr = PyArray_SimpleNewFromData(1, &dim, NPY_DOUBLE, self->samples);
-    if (arr == NULL)
+    npy_intp dim = (npy_intp)r.n;
+    PyObject *arr = PyArray_SimpleNewFromData(1, &dim, NPY_DOUBLE, (void *)r.x);
+    if (arr == NULL) {
+        shp_samples_release(&r);
         return NULL;
+    }
     PyArray_CLEARFLAGS((PyArrayObject *)arr, NPY_ARRAY_WRITEABLE);
-    /* The view owns a reference to the buffer's owner: the buffer outlives
-     * every view, whatever later happens to this object. */
-    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(self->samples_owner)) < 0) {
+    /* The view owns a reference to the buffer's owner (ours, given to it):
+     * the buffer outlives every view, whatever later happens to this object. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, r.owner) < 0) {
         Py_DECREF(arr);
         return NULL;
     }
@@ -341,20 +345,22 @@ static PyGetSetDef stats_getset[N_STATS_FIELDS + 4];
 
 /* ---- methods ----------------------------------------------------------- */
 
+/* The samples as a list.  Held as they are before the list is made: making
+ * it can run a finalizer that gives self other samples (__init__ again). */
 static PyObject *
 samples_list(shp_Stats *self)
 {
-    PyObject *l = PyList_New(self->nsamples);
-    if (l == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < self->nsamples; i++) {
-        PyObject *v = PyFloat_FromDouble(self->samples[i]);
-        if (v == NULL) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SET_ITEM(l, i, v);
+    shp_samples_ref r;
+    shp_samples_take(self, &r);
+    PyObject *l = PyList_New(r.n);
+    for (Py_ssize_t i = 0; l != NULL && i < r.n; i++) {
+        PyObject *v = PyFloat_FromDouble(r.x[i]);
+        if (v == NULL)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, i, v);
     }
+    shp_samples_release(&r);
     return l;
 }
 

@@ -19,6 +19,7 @@ __all__ = [
     "Floatable", "MyInt", "MyStr", "MyFloat", "MyDict",
     "UNDER_SANITIZER", "UNDER_VALGRIND", "VALGRIND", "VALGRIND_PREFIX", "PKG_ROOT",
     "frozen_gc", "run_python", "valgrind_errors_in_native", "hwm_available",
+    "FinalizerStorm", "finalizer_storm", "FINALIZER_STORM_SOURCE",
 ]
 
 
@@ -216,3 +217,92 @@ def hwm_available():
         warnings.simplefilter("ignore")
         s = _native.benchmark_callable(_native._noop, num_warmup=0, num_iters=1)
     return s.ram_peak_method == "hwm"
+
+
+# ---- the finalizer storm (issue 23) ------------------------------------------------
+
+FINALIZER_STORM_SOURCE = '''
+import contextlib as _contextlib
+import gc as _gc
+
+
+class FinalizerStorm:
+    """Cyclic garbage whose finalizers call `reenter()`, kept coming: each finalizer makes
+    the next piece of garbage, so with the collector's threshold at 1 every allocation of
+    a tracked object -- in Python or inside the C code under test -- can run a collection,
+    and that collection runs `reenter()` in the middle of whatever allocated.  C code that
+    holds a count, an index or a borrowed reference across an allocation then sees the
+    profiler, the list, the dict it was reading change under it.
+
+    `fired` counts finalizer runs, `fired_inside` those while `inside` (set by `run`), and
+    `errors` what `reenter()` raised (a finalizer's exception would otherwise only reach
+    sys.unraisablehook).  `budget` bounds the storm (finalizer runs in all)."""
+
+    def __init__(self, reenter, budget=200):
+        self.reenter = reenter
+        self.budget = budget
+        self.fired = 0
+        self.fired_inside = 0
+        self.inside = False
+        self.errors = []
+
+    def seed(self, n=4):
+        was = _gc.isenabled()
+        _gc.disable()
+        try:
+            for _ in range(n):
+                _Bomb(self)
+        finally:
+            if was:
+                _gc.enable()
+
+    def run(self, fn, *args, **kwargs):
+        """fn(*args, **kwargs) with the storm raging; its result."""
+        self.seed()
+        self.inside = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.inside = False
+
+
+class _Bomb:
+    def __init__(self, storm):
+        self.storm = storm
+        self.me = self              # a cycle: only the collector frees it
+
+    def __del__(self):
+        storm = self.storm
+        if storm.budget <= 0:
+            return
+        storm.budget -= 1
+        storm.fired += 1
+        if storm.inside:
+            storm.fired_inside += 1
+        _Bomb(storm)                # the next collection finds garbage again
+        try:
+            storm.reenter()
+        except Exception as exc:  # noqa: BLE001 -- recorded for the test to judge
+            storm.errors.append(exc)
+
+
+@_contextlib.contextmanager
+def finalizer_storm(reenter, budget=200, threshold=1):
+    """A FinalizerStorm with the collector on and its threshold at `threshold` (restored
+    after): `with finalizer_storm(lambda: api(...)) as storm: storm.run(api, ...)`."""
+    was_enabled, was_threshold = _gc.isenabled(), _gc.get_threshold()
+    storm = FinalizerStorm(reenter, budget)
+    _gc.enable()
+    _gc.set_threshold(threshold, 1, 1)
+    try:
+        yield storm
+    finally:
+        storm.budget = 0            # what is still garbage dies quietly
+        _gc.set_threshold(*was_threshold)
+        _gc.collect()
+        if not was_enabled:
+            _gc.disable()
+'''
+# The same source runs here and in children (run_python(FINALIZER_STORM_SOURCE + code)),
+# where a crash must not take pytest down.
+exec(compile(FINALIZER_STORM_SOURCE, __file__ + ":FINALIZER_STORM_SOURCE", "exec"))

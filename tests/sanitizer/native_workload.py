@@ -294,6 +294,101 @@ def scopes():
         pass
 
 
+def issue23():
+    """The scope entries, the fork path, the held keywords and the snapshots of issue 23."""
+    import contextvars
+    import threading
+    p = prof.HierarchicalProfiler("R", track_ram=False, trace_capacity=64)
+
+    def gen():
+        with p("gen"):
+            yield 1
+            yield 2
+
+    g = gen()
+    next(g)
+    th = threading.Thread(target=g.close)       # left in another thread: abandoned
+    th.start()
+    th.join()
+    t = prof.Timer("dropped", profiler=p, track_memory=False)
+    t.__enter__()
+    del t                                       # dropped while entered: abandoned
+    with p("a"):
+        ctx = contextvars.copy_context()
+    var = next(v for v in ctx if v.name == "spatialhub.utils.profiling.scope")
+
+    def foreign():
+        var.set(b"x" * 32)
+        swallow(lambda: p("b").__enter__())
+        var.set(None)
+        with p("c"):
+            pass
+    contextvars.copy_context().run(foreign)
+    p.root.children["x"] = "not a node"
+    swallow(lambda: p("x").__enter__())
+    del p.root.children["x"]
+    node = p.root.children["a"]
+    node.calls = 2**63 - 1
+    with p("a"):
+        pass
+    swallow(setattr, node, "calls", -1)
+
+    @p.timeit()
+    def produce():
+        yield from range(3)
+    list(produce())
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            with p("fin"):
+                pass
+    was = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    for _ in range(5):
+        gc.disable()
+        for _ in range(5):
+            Cycle()
+        gc.enable()
+        p.export_chrome_trace()
+        p.reset()
+    gc.set_threshold(*was)
+    kw = {"name": "kw", "track_ram": False, "trace_capacity": 4}
+    prof.HierarchicalProfiler(**kw)
+
+    class Sub(prof.Timer):
+        pass
+    Sub(**{"name": "s", "track_memory": False, "device_id": 0})
+    c = prof.compare_benchmarks(_native._stats_from_samples(np.linspace(1, 2, 50)),
+                                _native._stats_from_samples(np.linspace(1, 3, 50)),
+                                resamples=100)
+    c.__setstate__({"margin": 0.1, "reason": "r", "baseline_runs": 1})
+    s = _native._stats_from_samples(np.linspace(1, 2, 40))
+    s.gpu_samples_ms = (1.0, 2.0)
+    s.to_dict(samples=True)
+    if hasattr(os, "fork"):
+        q = prof.HierarchicalProfiler("F")
+        held = prof.Timer("held", profiler=q)  # a RAM window, entered by another thread
+        th = threading.Thread(target=held.__enter__)
+        th.start()
+        th.join()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                del held
+                gc.collect()
+                with q("after"):
+                    pass
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+        del held
+
+
 def verdicts_and_stability():
     rng = np.random.default_rng(2)
     x = 1 + 0.02 * rng.standard_normal(600)
@@ -332,6 +427,7 @@ def main():
         bench_loop()
         round2()
         scopes()
+        issue23()
         verdicts_and_stability()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))

@@ -7,6 +7,11 @@ notebook kernel, ...) writes its reports to LOGDIR/<tool>.<pid>.  A report
 fails the job when it is
   * any AddressSanitizer error (heap/stack/global overflow, use after free,
     double free, SEGV, ...) or internal CHECK failure, in any process;
+  * any fatal message of a sanitizer's own: LeakSanitizer dying at exit ("has
+    encountered a fatal error", its tracer's "Tracer caught signal"), "...
+    Sanitizer failed to ..." (allocate, mmap, deallocate), a DEADLYSIGNAL, an
+    "ERROR: ...Sanitizer:" line of any kind but the leak summary (leaks are
+    judged record by record, below): a run whose checker died checked nothing;
   * any UndefinedBehaviorSanitizer "runtime error";
   * a leak record with a frame in our code (csrc/, shp_*, the _native module),
     or any leak at all in a "leakcheck.*" log (the full-stack focused run,
@@ -22,6 +27,24 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+# Every way a sanitizer says it died or could not do its job.  A leak summary
+# ("ERROR: LeakSanitizer: detected memory leaks") is not one of them: its
+# records are judged one by one below.
+FATAL = re.compile(
+    r"\w*Sanitizer has encountered a fatal error"
+    r"|Tracer caught signal"
+    r"|^.*\w*Sanitizer failed to .*$"
+    r"|\w*Sanitizer:DEADLYSIGNAL"
+    r"|\w*Sanitizer: nested bug"
+    r"|\w*Sanitizer: internal allocator is out of memory"
+    r"|ERROR: Failed to mmap"
+    r"|ERROR: (?!AddressSanitizer: )\w*Sanitizer: (?!detected memory leaks).*", re.M)
+# The one "failed to" that is not fatal: with allocator_may_return_null=1 a
+# request too large for the allocator returns NULL (the MemoryError tests)
+# after this warning.  Its internal allocators failing reads "ERROR: ...
+# failed to allocate 0x... (...) bytes of ..." instead.
+MAY_RETURN_NULL = re.compile(
+    r"^(==\d+==)?WARNING: AddressSanitizer failed to allocate 0x[0-9a-f]+ bytes$")
 OURS = re.compile(r"/csrc/|\bcsrc/|\bshp_\w+|_native\.cpython|\(_native")
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (\S+)")
 
@@ -56,6 +79,13 @@ def main(logdir):
             counts["asan errors"] += 1
             start = max(0, m.start() - 200)
             findings.append(f"{path.name}: {text[start:start + 4000]}")
+        for m in FATAL.finditer(text):
+            if MAY_RETURN_NULL.match(m.group(0).strip()):
+                counts["allocations refused (allocator_may_return_null)"] += 1
+                continue
+            counts["sanitizer fatal errors"] += 1
+            start = max(0, m.start() - 200)
+            findings.append(f"{path.name}: {text[start:start + 3000]}")
         for m in re.finditer(r"^.*runtime error: .*$", text, re.M):
             counts["ubsan reports"] += 1
             findings.append(f"{path.name}: {text[m.start():m.start() + 3000]}")
@@ -70,7 +100,8 @@ def main(logdir):
                 top = [t for t in top if not t.startswith("__interceptor")][:3]
                 foreign[" <- ".join(top) or "?"] += 1
     print(f"sanitizer logs: {len(files)} file(s) in {logdir}")
-    for k in ("asan errors", "ubsan reports", "leaks (ours)", "leaks (focused run)",
+    for k in ("asan errors", "sanitizer fatal errors", "ubsan reports", "leaks (ours)",
+              "leaks (focused run)", "allocations refused (allocator_may_return_null)",
               "leaks (CPython/NumPy, not ours)"):
         print(f"  {k}: {counts[k]}")
     for stack, n in foreign.most_common(8):

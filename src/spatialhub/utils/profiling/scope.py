@@ -211,39 +211,32 @@ class HierarchicalProfiler(ProfilerCore):
             raise TypeError(f"export_chrome_trace(): path must be a str or os.PathLike, "
                             f"not {type(path).__name__}")
         nodes, events, dropped = self._trace()
+        index_of = {id(node): i for i, node in enumerate(nodes)}
+        parents = [index_of.get(id(node.parent), -1) for node in nodes]
+        # a node is registered after its parent: its path extends the parent's
         paths: list[str] = []
-        for node in nodes:
-            names = []
-            n: ProfileNode | None = node
-            while n is not None and n.parent is not None:
-                names.append(n.name)
-                n = n.parent
-            paths.append("/".join(reversed(names)))
+        for i, node in enumerate(nodes):
+            up = parents[i]
+            if node.parent is None:
+                paths.append("")
+            elif 0 <= up < i:
+                top = nodes[up].parent is None      # a child of the root
+                paths.append(node.name if top else f"{paths[up]}/{node.name}")
+            else:
+                names = []
+                n: ProfileNode | None = node
+                while n is not None and n.parent is not None:
+                    names.append(n.name)
+                    n = n.parent
+                paths.append("/".join(reversed(names)))
         pid = os.getpid()
         t0 = min((e[2] for e in events), default=0)
-        # per thread, assign each call a lane in which it nests: start order, and a
-        # call goes to the first lane whose open calls all contain it
+        order, lanes = _assign_lanes(events, parents)
         out: list[dict[str, Any]] = []
-        lanes_of: dict[int, list[list[tuple[int, int]]]] = {}
         lane_ids: dict[tuple[int, int], int] = {}
-        order = sorted(range(len(events)), key=lambda i: (events[i][2], -events[i][3]))
-        for i in order:
+        for i, lane in zip(order, lanes):
             node_id, thread, start, dur, depth = events[i]
-            end = start + dur
-            lanes = lanes_of.setdefault(thread, [])
-            chosen = None
-            for k, open_calls in enumerate(lanes):
-                while open_calls and open_calls[-1][0] <= start:
-                    open_calls.pop()
-                # nests in this lane: inside the innermost open call, and deeper than it
-                if not open_calls or (end <= open_calls[-1][0] and open_calls[-1][1] < depth):
-                    chosen = k
-                    break
-            if chosen is None:
-                lanes.append([])
-                chosen = len(lanes) - 1
-            lanes[chosen].append((end, depth))
-            key = (thread, chosen)
+            key = (thread, lane)
             if key not in lane_ids:
                 lane_ids[key] = len(lane_ids) + 1
             node = nodes[node_id]
@@ -270,6 +263,72 @@ class HierarchicalProfiler(ProfilerCore):
         return trace
 
 
+def _assign_lanes(events: list[tuple[int, int, int, int, int]],
+                  parents: list[int]) -> tuple[list[int], list[int]]:
+    """Per thread, a lane for every call such that the calls of one lane nest (a trace
+    viewer draws a lane as one stack).  Calls in start order (longer first, shallower
+    first); a call goes under an open call of its parent scope that contains it and is the
+    innermost open call of its lane, or else into the lowest free lane, or a new one.
+    Asyncio tasks that overlap on one thread so get lanes of their own, and a sibling
+    inside another's time is never drawn as its child.
+
+    O(n log n) in the number of events: a heap of the open calls by end (they leave their
+    lanes in that order), a heap of free lanes, and per scope a heap of the lanes whose
+    innermost open call is one of that scope's (stale entries dropped when met).  Returns
+    (order, lanes): the event indices in the order drawn, and the lane of each."""
+    import heapq
+
+    order = sorted(range(len(events)),
+                   key=lambda i: (events[i][2], -events[i][3], events[i][4]))
+    lanes: list[int] = []
+    # per thread: each lane's stack of open calls (end, node_id, event index), the open
+    # calls by end, the free lanes, and node_id -> lanes whose top is a call of node_id
+    state: dict[int, tuple[list[list[tuple[int, int, int]]], list[tuple[int, int, int, int]],
+                           list[int], dict[int, list[tuple[int, int, int]]]]] = {}
+    for i in order:
+        node_id, thread, start, dur, _depth = events[i]
+        end = start + dur
+        st = state.get(thread)
+        if st is None:
+            st = state[thread] = ([], [], [], {})
+        stacks, ending, free, tops = st
+        # calls that ended by `start` leave their lanes (innermost first on a tie)
+        while ending and ending[0][0] <= start:
+            lane = heapq.heappop(ending)[2]
+            stack = stacks[lane]
+            stack.pop()
+            if stack:
+                t_end, t_node, t_index = stack[-1]
+                heapq.heappush(tops.setdefault(t_node, []), (-t_end, lane, t_index))
+            else:
+                heapq.heappush(free, lane)
+        # of the parent scope's calls on top of a lane, the one that ends last
+        chosen = -1
+        parent = parents[node_id] if 0 <= node_id < len(parents) else -1
+        cand = tops.get(parent)
+        while cand:
+            neg_end, lane, index = cand[0]
+            stack = stacks[lane]
+            if not stack or stack[-1][2] != index:
+                heapq.heappop(cand)      # no longer the top of that lane
+                continue
+            if -neg_end >= end:
+                chosen = lane
+            break
+        if chosen < 0:
+            if free:
+                chosen = heapq.heappop(free)
+            else:
+                chosen = len(stacks)
+                stacks.append([])
+        stack = stacks[chosen]
+        stack.append((end, node_id, i))
+        heapq.heappush(ending, (end, -len(stack), chosen, i))
+        heapq.heappush(tops.setdefault(node_id, []), (-end, chosen, i))
+        lanes.append(chosen)
+    return order, lanes
+
+
 def _check_decorated(func: Any) -> None:
     if not callable(func):
         raise TypeError(f"timeit(): the decorated object must be callable, not "
@@ -278,7 +337,12 @@ def _check_decorated(func: Any) -> None:
 
 def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
     """`func` with every call inside a fresh Timer, keeping its metadata (functools.wraps).
-    A coroutine function stays one: its scope spans the awaited body, not the creation."""
+
+    A coroutine function stays one, a generator function stays one, an async generator
+    function stays one: the scope spans the awaited body, or the whole iteration (from the
+    first ``next()`` / ``send()`` to exhaustion, ``close()`` or an exception), not the
+    creation.  Values, ``send()``, ``throw()`` and ``close()`` go through unchanged, and the
+    scope is left on every way out, as a ``with`` block in the body would be."""
     import inspect
 
     if inspect.iscoroutinefunction(func):
@@ -289,13 +353,49 @@ def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable
 
         return awrapper
 
+    if inspect.isasyncgenfunction(func):
+        @functools.wraps(func)
+        async def agwrapper(*args: Any, **kwargs: Any) -> Any:
+            agen = func(*args, **kwargs)
+            with make_timer():
+                try:
+                    value = await agen.__anext__()
+                except StopAsyncIteration:
+                    return
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        await agen.aclose()
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 -- thrown in: goes on into agen
+                        try:
+                            value = await agen.athrow(exc)
+                        except StopAsyncIteration:
+                            return
+                    else:
+                        try:
+                            value = await agen.asend(sent)
+                        except StopAsyncIteration:
+                            return
+
+        return agwrapper
+
+    if inspect.isgeneratorfunction(func):
+        @functools.wraps(func)
+        def gwrapper(*args: Any, **kwargs: Any) -> Any:
+            gen = func(*args, **kwargs)
+            with make_timer():
+                return (yield from gen)
+
+        return gwrapper
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with make_timer():
             return func(*args, **kwargs)
 
     return wrapper
-
 
 def timeit(
     name: str | None = None,
