@@ -69,10 +69,10 @@ from .onnx_models import benchmark_onnx  # noqa: E402
 from .sweeps import SweepResult, sweep  # noqa: E402
 from .torch_models import profile_model  # noqa: E402
 from .plot import plot_latency, plot_sweep  # noqa: E402
-from .runner import benchmark_repeated, compare_callables  # noqa: E402
+from .runner import benchmark_repeated, compare_callables, compare_repeated  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
-            "plot_sweep", "benchmark_repeated", "compare_callables"]
+            "plot_sweep", "benchmark_repeated", "compare_callables", "compare_repeated"]
 
 # The released module's scope profiler (enter/exit native, see scope.py); `profiler` is
 # the module-level instance Timer and timeit record into when given none.
