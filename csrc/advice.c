@@ -102,16 +102,24 @@ shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread)
     Py_ssize_t *sizes = NULL, nruns = 0;
     if (shp_counts_array(s->run_sizes, &sizes, &nruns) < 0)
         return -1;
-    int calibrated = st->machine_spread >= 0.0;
+    /* the floor of a single run: this machine's calibration, else the assumed
+     * spread; a run that started on a busy machine allows at least what busy
+     * runs showed, whatever a calibration said */
+    int calibrated = st->machine_spread >= 0.0, busy = s->machine_busy == 1;
+    double floor = calibrated ? st->machine_spread : SHP_ASSUMED_RUN_SPREAD;
+    double floor_df = calibrated ? st->machine_spread_df : INFINITY;
+    if (busy && floor < SHP_ASSUMED_BUSY_RUN_SPREAD) {
+        floor = SHP_ASSUMED_BUSY_RUN_SPREAD;
+        floor_df = INFINITY;
+    }
     shp_rerun rr;
-    int rc = shp_rerun_interval(s->samples, s->nsamples, sizes, nruns, known_spread,
-                                calibrated ? st->machine_spread : SHP_ASSUMED_RUN_SPREAD,
-                                calibrated ? st->machine_spread_df : INFINITY,
-                                s->ci95_low_ms, s->ci95_high_ms, &rr);
+    int rc = shp_rerun_interval(s->samples, s->nsamples, sizes, nruns, known_spread, floor,
+                                floor_df, s->ci95_low_ms, s->ci95_high_ms, &rr);
     PyMem_Free(sizes);
     if (rc < 0)
         return -1;
-    const char *basis = shp_rerun_basis_name(rr.basis);
+    const char *basis = rr.basis == SHP_RERUN_ASSUMED && busy ? "assumed busy"
+                                                               : shp_rerun_basis_name(rr.basis);
     PyObject *word = basis ? PyUnicode_InternFromString(basis) : NULL;
     if (basis != NULL && word == NULL)
         return -1;

@@ -841,6 +841,12 @@ const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
  * nothing measured it: what separate fresh-process runs of identical code
  * showed on the reference machine (docs/statistics.md, bench_verdicts.py). */
 #define SHP_ASSUMED_RUN_SPREAD 0.15
+/* The same for the rerun interval of a run that started on a busy machine
+ * (machine_busy): fresh-process medians of two workloads on the reference
+ * 2-core machine at load average 6-7 spread 22-24% (bench_rerun.py,
+ * docs/statistics.md "Rerun interval"); a calibration below it does not
+ * narrow a busy run's interval. */
+#define SHP_ASSUMED_BUSY_RUN_SPREAD 0.25
 
 /* How uncertain one side's level (the log of its median) is. */
 typedef struct {
@@ -1179,7 +1185,8 @@ void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
  * rerun_basis) from its samples, run_sizes and CI (verdict.c's
  * shp_rerun_interval); known_spread >= 0 is the caller's run_spread, else
  * the floor is this machine's calibrated spread (module state) or
- * SHP_ASSUMED_RUN_SPREAD.  No samples: the fields stay as they are.
+ * SHP_ASSUMED_RUN_SPREAD, and at least SHP_ASSUMED_BUSY_RUN_SPREAD when
+ * s->machine_busy.  No samples: the fields stay as they are.
  * 0, or -1 with an exception (MemoryError; ValueError when run_sizes do
  * not add up to the samples). */
 int shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread);

@@ -104,7 +104,8 @@ static const shp_field stats_fields[] = {
     KW("rerun_basis", SHP_F_OPT_STR, rerun_basis, SHP_R_NONE, 0, SHP_SHOW_NEVER,
        "Where the rerun interval's between-run spread came from: 'runs' (measured by "
        "repetitions), 'given' (run_spread=), 'calibrated' (this machine's calibration), "
-       "'assumed' (15%), 'slow variation' (the run's own, above those)."),
+       "'assumed' (15%), 'assumed busy' (25%: the run started on a busy machine), 'slow "
+       "variation' (the run's own, above those)."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

@@ -68,6 +68,11 @@ def _pool(runs, sizes, name, fresh=False):
     pooled.env = first.env
     overheads = [r.overhead_ms for r in runs if r.overhead_ms is not None]
     pooled.overhead_ms = float(np.median(overheads)) if overheads else None
+    for counter in ("minor_faults_per_iter", "major_faults_per_iter",
+                    "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+        per_run = [getattr(r, counter) for r in runs if getattr(r, counter) is not None]
+        if per_run:   # the typical run's, as the pool's median is the typical sample's
+            setattr(pooled, counter, float(np.median(per_run)))
     pooled.run_sizes = tuple(sizes)
     busy = [r.machine_busy for r in runs if r.machine_busy is not None]
     pooled.machine_busy = any(busy) if busy else None
