@@ -302,3 +302,38 @@ def test_interrupted_carries_the_pool_of_each_sides_completed_runs():
     two = _interrupted_runs("compare_repeated", 1, 5, [([run(1.0)], "a"), ([], "b")])
     assert two.stats[0].run_sizes == (20,) and two.stats[1] is None
     assert "the 1 and 0 completed run(s)" in str(two)
+
+
+def _run_cells(cells, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    return [o for c in nb.cells for o in c.outputs]
+
+
+FROM_A_CELL = [
+    "import warnings\nwarnings.simplefilter('ignore')\n"
+    "from spatialhub.utils.profiling import benchmark_repeated",
+    "def work(x):\n    return sorted(x)",
+]
+
+
+def test_a_notebook_cells_function_runs_with_cloudpickle(tmp_path):
+    pytest.importorskip("cloudpickle")
+    outs = _run_cells(FROM_A_CELL + [
+        "s = benchmark_repeated(work, [3, 1, 2], repeat=2, num_warmup=0, num_iters=3)\n"
+        "print('runs', s.run_sizes)"], tmp_path)
+    assert not [o for o in outs if o.output_type == "error"], outs
+    assert "runs (3, 3)" in "".join(o.get("text", "") for o in outs)
+
+
+def test_a_notebook_cells_function_without_cloudpickle_is_one_type_error(tmp_path):
+    outs = _run_cells(["import sys\nsys.modules['cloudpickle'] = None"] + FROM_A_CELL + [
+        "benchmark_repeated(work, [3, 1, 2], repeat=2)"], tmp_path)
+    errors = [o for o in outs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "TypeError", outs
+    assert "interactive session" in errors[0].evalue and "cloudpickle" in errors[0].evalue

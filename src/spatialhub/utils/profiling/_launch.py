@@ -213,7 +213,9 @@ class Job:
         self.warnings = []
 
     def _command(self, fd):
-        boot = (f"import sys; sys.path.insert(0, {_ROOT!r}); "
+        # SIGINT ignored first: the parent owns Ctrl-C and ends its children itself
+        boot = (f"import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                f"sys.path.insert(0, {_ROOT!r}); "
                 f"from spatialhub.utils.profiling._worker import main; main({fd!r})")
         return [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", boot]
 
@@ -252,7 +254,10 @@ class Job:
                 proc.stdin.write(pb.raw())
             proc.stdin.close()
         except BrokenPipeError:   # the child stopped reading (it failed early): its reply says why
-            pass
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
 
     @staticmethod
     def _receive(reader):

@@ -149,8 +149,9 @@ def build_parser():
                                        "a CUDA device gets the native cuCtxSynchronize around each call")
     opts.add_argument("--name", help="label of the result in the table")
     opts.add_argument("--processes", type=_positive_int, metavar="N",
-                      help="run the benchmark in N fresh interpreters, one after another "
-                           "(spawn), and pool them: the spread between runs is measured "
+                      help="run the benchmark in N fresh interpreters, one after another, "
+                           "each in this process's state (allocator, threads, affinity), "
+                           "and pool them: the spread between runs is measured "
                            "and --compare uses it (demo and --callable; default: this process)")
     opts.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
     opts.add_argument("--cache", choices=("warm", "cold"), default=None,

@@ -259,8 +259,7 @@ def benchmark_repeated(func, *args, repeat=5, **kwargs):
         if new is None:
             raise
         raise new from exc
-    finally:
-        relay_warnings([job], max(1, len(runs)))
+    relay_warnings([job], repeat)
     return _pool(runs, [r.timed_iters for r in runs], name, fresh=True)
 
 
@@ -309,8 +308,7 @@ def compare_repeated(a, b, *args, repeat=5, margin=0.05, name_a=None, name_b=Non
         if new is None:
             raise
         raise new from exc
-    finally:
-        relay_warnings(jobs, max(1, len(runs[0]) + len(runs[1])))
+    relay_warnings(jobs, 2 * repeat)
     pa = _pool(runs[0], [r.timed_iters for r in runs[0]], names[0], fresh=True)
     pb = _pool(runs[1], [r.timed_iters for r in runs[1]], names[1], fresh=True)
     return compare_benchmarks(pa, pb, margin=margin)
