@@ -337,3 +337,48 @@ def test_a_notebook_cells_function_without_cloudpickle_is_one_type_error(tmp_pat
     errors = [o for o in outs if o.output_type == "error"]
     assert len(errors) == 1 and errors[0].ename == "TypeError", outs
     assert "interactive session" in errors[0].evalue and "cloudpickle" in errors[0].evalue
+
+
+def test_the_child_takes_torchs_and_threadpoolctls_thread_counts(tmp_path, monkeypatch):
+    # stand-ins with the real modules' calls, so that no torch install is needed; the
+    # child imports them from the parent's sys.path, as it would the real ones
+    (tmp_path / "torch.py").write_text(textwrap.dedent("""
+        _n = [4, 4]
+        def get_num_threads(): return _n[0]
+        def get_num_interop_threads(): return _n[1]
+        def set_num_threads(k): _n[0] = k
+        def set_num_interop_threads(k): _n[1] = k
+    """))
+    (tmp_path / "threadpoolctl.py").write_text(textwrap.dedent("""
+        import json, os
+        def threadpool_info():
+            return [{"user_api": "blas", "num_threads": 1}, {"user_api": "openmp", "num_threads": 2}]
+        def threadpool_limits(limits=None):
+            with open(os.environ["LIMITS_LOG"], "a") as f:
+                f.write(json.dumps(limits) + "\\n")
+            return object()
+    """))
+    (tmp_path / "uses_torch.py").write_text(textwrap.dedent("""
+        import json, torch
+        def report(path):
+            with open(path, "a") as f:
+                f.write(json.dumps([torch.get_num_threads(), torch.get_num_interop_threads()]) + "\\n")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LIMITS_LOG", str(tmp_path / "limits.jsonl"))
+    for name in ("torch", "threadpoolctl", "uses_torch"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import threadpoolctl  # noqa: F401  (the stand-in: "loaded in the parent")
+    import uses_torch
+    try:
+        sys.modules["torch"].set_num_threads(3)
+        sys.modules["torch"].set_num_interop_threads(2)
+        out = tmp_path / "r.jsonl"
+        s = benchmark_repeated(uses_torch.report, str(out), repeat=1, **ONE)
+    finally:
+        for name in ("torch", "threadpoolctl", "uses_torch"):
+            sys.modules.pop(name, None)   # no stand-in may outlive this test
+    assert json.loads(out.read_text()) == [3, 2]
+    assert s.env["worker"]["torch_threads"] == [3, 2]
+    assert s.env["worker"]["blas_threads"] == {"blas": 1, "openmp": 2}
+    assert rows(tmp_path / "limits.jsonl") == [{"blas": 1, "openmp": 2}]
