@@ -14,7 +14,6 @@
 #include "profiling.h"
 
 #include <math.h>
-#include <string.h>
 
 void
 shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm)
