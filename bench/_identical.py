@@ -9,3 +9,10 @@ def pipeline_a(frame):
 
 def pipeline_b(frame):
     return np.clip(frame * 1.5, 0.0, 1.0) > 0.6
+
+
+def pipeline_slower(frame):
+    """pipeline_a and one more pass over the frame: a real slowdown to be found."""
+    out = np.clip(frame * 1.5, 0.0, 1.0) > 0.6
+    np.multiply(frame, 1.5)
+    return out
