@@ -19,7 +19,7 @@ def knob(name):
 # In layer order (csrc/profiling.h has the map): leaves, computation, fields,
 # rendering, Python types, the run, the module.
 SOURCES = [
-    "clock.c", "memory.c", "rusage.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
+    "clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
     "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c",
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c",

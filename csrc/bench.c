@@ -26,6 +26,7 @@ typedef struct {
     int has_stream;                   /* stream= given (not None) */
     void *stream;                     /* its CUstream handle */
     shp_preflight pf;                 /* the machine when the call started (env.c) */
+    double run_spread;                /* run_spread= for the rerun interval; < 0: none */
 } bench_opts;
 
 #define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
@@ -97,11 +98,12 @@ as_positive_real(PyObject *v, const char *param, double *out, int below_one)
 enum {
     OPT_FUNC, OPT_NAME, OPT_DEVICE, OPT_NUM_WARMUP, OPT_NUM_ITERS, OPT_TRACK_RAM,
     OPT_TRACK_VRAM, OPT_SYNC_FN, OPT_TARGET_REL_CI, OPT_MAX_TIME_S, OPT_DISABLE_GC,
-    OPT_PROGRESS, OPT_CACHE, OPT_STREAM, N_OPTS
+    OPT_PROGRESS, OPT_CACHE, OPT_STREAM, OPT_RUN_SPREAD, N_OPTS
 };
 static const char *const opt_names[N_OPTS] = {
     "func", "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram",
     "sync_fn", "target_rel_ci", "max_time_s", "disable_gc", "progress", "cache", "stream",
+    "run_spread",
 };
 /* func, then the harness's options; every other argument is func's. */
 static const shp_argspec bench_spec = {"benchmark_callable", opt_names, N_OPTS, 1, 1, 1};
@@ -150,6 +152,14 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         o->cache_cold = PyUnicode_CompareWithASCIIString(c, "cold") == 0;
         if (!o->cache_cold && PyUnicode_CompareWithASCIIString(c, "warm") != 0)
             return shp_arg_value_error(FN, "cache", "'warm' or 'cold'", c);
+    }
+    o->run_spread = -1.0;
+    if (v[OPT_RUN_SPREAD] != NULL && v[OPT_RUN_SPREAD] != Py_None) {
+        if (shp_arg_real(v[OPT_RUN_SPREAD], FN, "run_spread", &o->run_spread) < 0)
+            return -1;
+        if (!(o->run_spread >= 0.0 && o->run_spread < 1.0))
+            return shp_arg_value_error(FN, "run_spread", "a number in [0, 1) (0.03 = 3%)",
+                                       v[OPT_RUN_SPREAD]);
     }
     o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
     if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
@@ -319,6 +329,8 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
     /* busy: measured when either the CPU share or the load average is known */
     int known = !isnan(o->pf.others_share) || (!isnan(o->pf.load1) && o->pf.ncpu > 0);
     s->machine_busy = known ? o->pf.busy : -1;
+    if (shp_stats_apply_rerun(st, s, o->run_spread) < 0)
+        goto error;
     return s;
 error:
     Py_DECREF(s);

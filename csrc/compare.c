@@ -435,6 +435,27 @@ judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
     return 0;
 }
 
+/* The busy-machine caveat the verdict carries when either side was measured
+ * with other processes using over a quarter of the CPU (machine_busy, set
+ * per run by bench.c and for any of the runs of a pool). */
+static void
+busy_caveat(shp_Stats *a, shp_Stats *b, const char *method, char *reason, size_t size)
+{
+    if (a->machine_busy != 1 && b->machine_busy != 1)
+        return;
+    size_t len = strlen(reason);
+    PyOS_snprintf(reason + len, size - len,
+                  "; caveat: the machine was busy while %s was measured (other processes used "
+                  "over 25%% of the CPU)%s",
+                  a->machine_busy == 1 && b->machine_busy == 1 ? "each side"
+                  : a->machine_busy == 1 ? "the baseline" : "the candidate",
+                  strcmp(method, "interleaved") == 0
+                      ? ": interleaving cancels what it does to both sides alike, not a change "
+                        "within a round"
+                      : ", which moves separate runs apart: rerun on an idle machine, or "
+                        "compare interleaved (compare_callables, compare_repeated)");
+}
+
 PyObject *
 shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames)
@@ -519,7 +540,7 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                : judge_levels(&xa, &xb, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
         goto error;
     const char *verdict = shp_judge(j.ratio, j.lo, j.hi, margin);
-    char reason[512];
+    char reason[768];
     if (paired && ra < 6) {
         /* the interval of the per-round ratios is [min, max] below 6 rounds: no
          * verdict, whatever the ratio, and the remedy is rounds, not the margin */
@@ -533,6 +554,7 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         shp_judge_reason(verdict, j.ratio, j.lo, j.hi, margin, j.basis, j.advice, reason,
                          sizeof(reason));
     }
+    busy_caveat(a, b, j.method, reason, sizeof(reason));
     c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
     if (c == NULL)
         goto error;

@@ -124,6 +124,10 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     s->timed_iters = n;
+    if (shp_stats_apply_rerun(st, s, -1.0) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
     s->name = PyUnicode_FromString("samples");
     s->device = PyUnicode_FromString("CPU");
     if (s->name == NULL || s->device == NULL) {
@@ -144,6 +148,76 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 #define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
+/* _malloc_mmap_threshold() / _malloc_raise_mmap_threshold(n): mallocstate.c
+ * for runner.py (int, or None where unknown). */
+static PyObject *
+shp_malloc_threshold_py(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int64_t t = shp_malloc_mmap_threshold();
+    if (t < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)t);
+}
+
+static PyObject *
+shp_malloc_raise_py(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *idx = shp_arg_index(arg, "_malloc_raise_mmap_threshold()", "bytes");
+    if (idx == NULL)
+        return NULL;
+    long long n = PyLong_AsLongLong(idx);
+    Py_DECREF(idx);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    int64_t t = shp_malloc_raise_threshold((int64_t)n);
+    if (t < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)t);
+}
+
+/* _set_machine_run_spread(spread, processes): the between-run spread this
+ * machine's calibration measured (std of log run medians over `processes`
+ * fresh processes), the floor of single runs' rerun intervals from now on;
+ * (None, None) forgets it.  Returns the previous pair. */
+static PyObject *
+shp_set_machine_spread(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    shp_state *st = PyModule_GetState(module);
+    const char *fn = "_set_machine_run_spread()";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s takes 2 arguments (%zd given)", fn, nargs);
+        return NULL;
+    }
+    double spread = -1.0, df = -1.0;
+    if (args[0] != Py_None || args[1] != Py_None) {
+        PyObject *idx = shp_arg_index(args[1], fn, "processes");
+        if (idx == NULL)
+            return NULL;
+        long k = PyLong_AsLong(idx);
+        Py_DECREF(idx);
+        if (k == -1 && PyErr_Occurred())
+            return NULL;
+        if (shp_arg_real(args[0], fn, "spread", &spread) < 0)
+            return NULL;
+        if (!(spread > 0.0 && spread < 1.0) || k < 3)
+            return shp_arg_value_error(fn, "spread", "a fraction in (0, 1) measured over "
+                                       ">= 3 processes", args[0]), NULL;
+        df = (double)(k - 1);
+    }
+    PyObject *old = st->machine_spread < 0.0
+                        ? Py_BuildValue("(OO)", Py_None, Py_None)
+                        : Py_BuildValue("(dn)", st->machine_spread,
+                                        (Py_ssize_t)(st->machine_spread_df + 1.0));
+    if (old == NULL)
+        return NULL;
+    st->machine_spread = spread;
+    st->machine_spread_df = df;
+    return old;
+}
+
 static PyObject *
 shp_llc_info(PyObject *module, PyObject *unused)
 {
@@ -159,24 +233,30 @@ static PyMethodDef shp_methods[] = {
      "benchmark_callable($module, func, /, *args, name='BenchmarkTarget', device='CPU',\n"
      "                   num_warmup=10, num_iters=50, track_ram=True, track_vram=True,\n"
      "                   sync_fn=None, target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
-     "                   progress=None, cache='warm', stream=None, **kwargs)\n--\n\n"
+     "                   progress=None, cache='warm', stream=None, run_spread=None,\n"
+     "                   **kwargs)\n--\n\n"
      "-> BenchmarkStats\n\n"
      "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
      "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
      "ordinal 1) syncs with the CUDA driver's cuCtxSynchronize unless sync_fn is given.\n"
      "target_rel_ci makes num_iters a minimum and runs on until the median's 95% CI\n"
      "half-width is within that fraction of the median, or max_time_s (default 30) is spent.\n"
-     "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region."},
+     "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region.\n"
+     "run_spread (a fraction) is this machine's between-run spread for the rerun interval\n"
+     "(rerun_low_ms, rerun_high_ms); None: its calibration, else 15% assumed."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
      "                       baseline=None, param=None, format='markdown', run_spread=None,\n"
-     "                       margin=0.05)\n"
+     "                       margin=0.05, columns=None)\n"
      "--\n\n"
      "-> str\n\n"
      "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
      "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column\n"
      "(ratio and verdict by compare_benchmarks' rule, run_spread and margin as there); param\n"
-     "adds a column with each row's params[param]; format='html' renders an HTML table."},
+     "adds a column with each row's params[param]; format='html' renders an HTML table.\n"
+     "columns adds columns beyond the released layout: names from rerun, first_call, p99,\n"
+     "ci95, min, max, gpu, host_share, cache, or 'auto' (rerun, first_call, gpu, host_share\n"
+     "and cache where some row has them)."},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
      "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0, margin=0.05,\n"
      "                   run_spread=None, paired=False)\n--\n\n"
@@ -213,6 +293,19 @@ static PyMethodDef shp_methods[] = {
     {"_set_default_profiler", shp_set_default_profiler, METH_O,
      "Name the profiler Timer(profiler=None) records into (the package's module-level\n"
      "`profiler`), or None for none."},
+    {"_apply_rerun", FASTKW(shp_apply_rerun_py),
+     "_apply_rerun(stats, run_spread=None) -> stats\n\nFill stats' rerun interval from its "
+     "samples and run_sizes (runner.py: results pooled from repetitions)."},
+    {"_set_machine_run_spread", (PyCFunction)(void (*)(void))shp_set_machine_spread,
+     METH_FASTCALL,
+     "_set_machine_run_spread(spread, processes) -> (old spread, old processes)\n\n"
+     "The calibrated between-run spread of this machine (calibrate.py), or (None, None)."},
+    {"_malloc_mmap_threshold", shp_malloc_threshold_py, METH_NOARGS,
+     "glibc's effective mmap threshold in bytes (the smallest request it would map now),\n"
+     "read without changing it; None where unknown."},
+    {"_malloc_raise_mmap_threshold", shp_malloc_raise_py, METH_O,
+     "Raise glibc's dynamic mmap threshold to at least `bytes` (at most 32 MiB) as freeing a\n"
+     "mapped block of that size does; returns the effective threshold after, None if unknown."},
     {"_llc_bytes", shp_llc_info, METH_NOARGS,
      "The last-level cache size cache='cold' evicts, in bytes, and where it came from."},
     {NULL, NULL, 0, NULL},
@@ -268,6 +361,7 @@ shp_exec(PyObject *m)
     Py_DECREF(gc);
 #endif
     st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
+    st->machine_spread = st->machine_spread_df = -1.0;
     if (add_type(m, &shp_stats_spec, NULL, &st->stats_type) < 0 ||
         add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
         add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||

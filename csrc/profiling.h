@@ -12,6 +12,7 @@
  *     memory.c    process RSS and the windowed peak-RSS (high-water mark)
  *     dynlib.c    the platform's dynamic loader (dlopen / LoadLibraryEx)
  *     rusage.c    page faults and context switches of the calling thread
+ *     mallocstate.c glibc malloc's effective mmap threshold: read it, raise it
  *     cuda.c      the CUDA Driver API loaded at run time: contexts, sync, VRAM
  *                 (calls dynlib.c only)
  *     cudafork.c  that driver state in a fork() child (unavailable, lock reset)
@@ -203,6 +204,20 @@ typedef struct {
  * No Python calls, no exception; needs no GIL. */
 int shp_rusage_thread(shp_rusage *out);
 
+/* ---- mallocstate.c ------------------------------------------------------ */
+
+/* The effective mmap threshold of this process's malloc: the smallest
+ * request (bytes, a page multiple) glibc would serve with a fresh mmap now,
+ * read by probes that leave the threshold as it was.  -1 where unknown
+ * (not glibc >= 2.33, or a malloc mallinfo2 does not describe).  No
+ * Python calls, no exception. */
+int64_t shp_malloc_mmap_threshold(void);
+/* Raise the effective threshold to `bytes` (at most 32 MiB) as glibc does
+ * itself, by freeing a mapped block of that size (the threshold stays
+ * dynamic); never lowers it.  Returns the effective threshold afterwards,
+ * -1 where unknown.  No Python calls, no exception. */
+int64_t shp_malloc_raise_threshold(int64_t bytes);
+
 /* Per-iteration page faults above which a result warns of allocator state. */
 #define SHP_FAULTS_WARN 256.0
 /* A median under this many times the harness's own floor is overhead-dominated. */
@@ -324,6 +339,10 @@ typedef struct {
     PyTypeObject *frame_type;       /* _ScopeEntry (scopeframe.c; not in the namespace) */
     PyObject *default_profiler;     /* where Timer(profiler=None) records, or NULL */
     double overhead_ns[2];          /* harness floor per sync kind; <0 unmeasured */
+    /* this machine's calibrated between-run spread (std of log run medians)
+     * and its degrees of freedom, set by the package from the user's cache
+     * (calibrate.py); < 0: none, SHP_ASSUMED_RUN_SPREAD is used */
+    double machine_spread, machine_spread_df;
     /* machine preflight (env.c): the last /proc/stat reading and what it gave */
     double cpu_busy_prev, cpu_total_prev, self_cpu_prev;   /* clock ticks; <0 none yet */
     double others_share;            /* last measured share of the CPUs others used; NaN */
@@ -866,6 +885,12 @@ const shp_event *shp_ring_at(const shp_ring *r, Py_ssize_t i);
  * nothing measured it: what separate fresh-process runs of identical code
  * showed on the reference machine (docs/statistics.md, bench_verdicts.py). */
 #define SHP_ASSUMED_RUN_SPREAD 0.15
+/* The same for the rerun interval of a run that started on a busy machine
+ * (machine_busy): fresh-process medians of two workloads on the reference
+ * 2-core machine at load average 6-7 spread 22-24% (bench_rerun.py,
+ * docs/statistics.md "Rerun interval"); a calibration below it does not
+ * narrow a busy run's interval. */
+#define SHP_ASSUMED_BUSY_RUN_SPREAD 0.25
 
 /* How uncertain one side's level (the log of its median) is. */
 typedef struct {
@@ -879,9 +904,12 @@ typedef struct {
     double between;       /* single run: the between-run std used (the known
                              spread, else the larger of the slow variation and
                              SHP_ASSUMED_RUN_SPREAD); else NaN */
-    int assumed;          /* single run: `between` is SHP_ASSUMED_RUN_SPREAD */
+    int assumed;          /* single run: `between` is the floor spread */
     int known_floor;      /* runs >= 2: the known spread, not the runs', set var */
     int from_runs;        /* var is the spread of the run medians */
+    double center;        /* mean of the log run medians (one run: log median) */
+    double sampling;      /* sampling variance of the level from the blocks; NaN if none */
+    double dfw;           /* the blocks' degrees of freedom (0: no blocks) */
 } shp_level;
 
 /* Two-sided 95% quantile of Student's t with df degrees of freedom (df may
@@ -892,14 +920,51 @@ Py_ssize_t shp_block_count(Py_ssize_t n);
 /*
  * Level variance of one side: x[0..n) in run order, `sizes` the samples of
  * each of `nruns` runs (NULL: one run), `known_spread` a between-run std of
- * log medians the caller knows (< 0: none).  0, or -1 with an exception
- * (MemoryError; ValueError when sizes do not add up to n).  A single run
- * counts a between-run term (known, or its slow variation, never below
- * SHP_ASSUMED_RUN_SPREAD); under 15 samples that term alone (df infinite).
- * var stays NaN when a median is <= 0.
+ * log medians the caller knows (< 0: none), `floor_spread` the one assumed
+ * when nothing is known (SHP_ASSUMED_RUN_SPREAD, or this machine's
+ * calibrated spread).  0, or -1 with an exception (MemoryError; ValueError
+ * when sizes do not add up to n).  A single run counts a between-run term
+ * (known, or its slow variation, never below floor_spread); under 15
+ * samples that term alone (df infinite).  var stays NaN when a median is <= 0.
  */
 int shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
-                       double known_spread, shp_level *out);
+                       double known_spread, double floor_spread, shp_level *out);
+
+/* Where the between-run spread of a rerun interval came from. */
+typedef enum {
+    SHP_RERUN_NONE,         /* no interval (a median <= 0) */
+    SHP_RERUN_RUNS,         /* measured: the spread of the repetitions' medians */
+    SHP_RERUN_GIVEN,        /* run_spread= */
+    SHP_RERUN_CALIBRATED,   /* this machine's remembered calibration */
+    SHP_RERUN_ASSUMED,      /* SHP_ASSUMED_RUN_SPREAD */
+    SHP_RERUN_SLOW,         /* the run's own slow variation, above the floor */
+} shp_rerun_basis;
+
+typedef struct {
+    double lo, hi;          /* where a fresh-process rerun's median falls (95%), ms; NaN: none */
+    double spread;          /* the between-run std (log) that went in */
+    shp_rerun_basis basis;
+} shp_rerun;
+
+/*
+ * The rerun interval of x[0..n) (ms, run order; sizes / nruns as
+ * shp_level_estimate).  One run: its median times exp(+-q), q the t
+ * quantile of twice (this run's and the rerun's) the level variance --
+ * the larger of the blocks' sampling variance and the one the CI of the
+ * median [ci_lo, ci_hi] implies (NaN: none), plus the between-run spread
+ * (known_spread >= 0 as given; else the slow variation, never below
+ * floor_spread: a machine's calibrated spread with floor_df degrees of
+ * freedom, or SHP_ASSUMED_RUN_SPREAD with floor_df INFINITY, a constant).  Repetitions (nruns >= 2): the prediction interval of one
+ * more run median, exp(mean log run median +- t(R-1) s_r sqrt(1 + 1/R)),
+ * s_r never below what the blocks' sampling allows nor below known_spread.
+ * 0, or -1 with an exception (as shp_level_estimate).
+ */
+int shp_rerun_interval(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
+                       double known_spread, double floor_spread, double floor_df,
+                       double ci_lo, double ci_hi, shp_rerun *out);
+/* The basis as the word results carry ("runs", "given", "calibrated",
+ * "assumed", "slow variation"); NULL for SHP_RERUN_NONE. */
+const char *shp_rerun_basis_name(shp_rerun_basis b);
 /* The interval of a ratio of medians (candidate b / baseline a) widened by
  * both sides' level spreads. */
 typedef struct {
@@ -1066,6 +1131,8 @@ typedef struct {
     int multimodal;
     PyObject *run_sizes;        /* tuple of ints, or NULL */
     double run_spread;
+    double rerun_low_ms, rerun_high_ms;   /* where a fresh process's median falls (95%) */
+    PyObject *rerun_basis;      /* interned word (shp_rerun_basis_name), or NULL */
     PyObject *params;
     PyObject *env;
     /* cold start and cache state (NaN / -1 / NULL mean None) */
@@ -1192,6 +1259,19 @@ int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
 int shp_stats_diagnose_stability(const shp_Stats *s, shp_diag *d);
 /* advice.c: fill the latency fields of `s` from a summary. */
 void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
+/* advice.c: fill the rerun interval of `s` (rerun_low_ms, rerun_high_ms,
+ * rerun_basis) from its samples, run_sizes and CI (verdict.c's
+ * shp_rerun_interval); known_spread >= 0 is the caller's run_spread, else
+ * the floor is this machine's calibrated spread (module state) or
+ * SHP_ASSUMED_RUN_SPREAD, and at least SHP_ASSUMED_BUSY_RUN_SPREAD when
+ * s->machine_busy.  No samples: the fields stay as they are.
+ * 0, or -1 with an exception (MemoryError; ValueError when run_sizes do
+ * not add up to the samples). */
+int shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread);
+/* _apply_rerun(stats, run_spread=None): the above from Python (runner.py,
+ * for results pooled from repetitions); returns stats. */
+PyObject *shp_apply_rerun_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
 
 /* ---- warn.c: the one BenchmarkWarning of a benchmark call ---------------- */
 

@@ -97,6 +97,16 @@ static const shp_field stats_fields[] = {
        "Samples of each fresh-process run, in order (repeat= / --processes); None: one run."),
     KW("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
        "Between-run spread: std of the log medians of the runs (0.05 = 5%); None: one run."),
+    KW("rerun_low_ms", SHP_F_OPT_DOUBLE, rerun_low_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "Low end of where the median of the same benchmark, run again in a fresh process on "
+       "this machine, is expected to fall (95%; docs/statistics.md, Rerun interval)."),
+    KW("rerun_high_ms", SHP_F_OPT_DOUBLE, rerun_high_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "High end of that rerun interval (ms)."),
+    KW("rerun_basis", SHP_F_OPT_STR, rerun_basis, SHP_R_NONE, 0, SHP_SHOW_NEVER,
+       "Where the rerun interval's between-run spread came from: 'runs' (measured by "
+       "repetitions), 'given' (run_spread=), 'calibrated' (this machine's calibration), "
+       "'assumed' (15%), 'assumed busy' (25%: the run started on a busy machine), 'slow "
+       "variation' (the run's own, above those)."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

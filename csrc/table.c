@@ -19,7 +19,7 @@
 
 typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
 
-#define MAX_COLS 16
+#define MAX_COLS 24   /* 7 released + VRAM + param + baseline + 9 extras */
 #define FN "format_benchmark_table()"
 
 typedef struct {
@@ -63,17 +63,17 @@ append_obj(PyObject *row, PyObject *s)
 
 /* The columns beyond the released layout, by the names columns= takes. */
 typedef enum {
-    X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE, N_EXTRA
+    X_RERUN, X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE, N_EXTRA
 } extra_id;
 static const char *const extra_keys[N_EXTRA] = {
-    "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
+    "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
 };
 static const char *const extra_headers[N_EXTRA] = {
-    "First Call (ms)", "P99 (ms)", "95% CI (ms)", "Min (ms)", "Max (ms)", "GPU Median (ms)",
-    "Host Share", "Cache",
+    "Rerun 95% (ms)", "First Call (ms)", "P99 (ms)", "95% CI (ms)", "Min (ms)", "Max (ms)",
+    "GPU Median (ms)", "Host Share", "Cache",
 };
-#define EXTRA_CHOICES "None, 'auto', or names from first_call, p99, ci95, min, max, gpu, " \
-                      "host_share, cache"
+#define EXTRA_CHOICES "None, 'auto', or names from rerun, first_call, p99, ci95, min, max, " \
+                      "gpu, host_share, cache"
 
 typedef struct {
     int auto_cols;            /* columns="auto": those some row has a figure for */
@@ -87,21 +87,27 @@ opt_ms(double x)
     return isnan(x) ? PyUnicode_FromString("N/A") : shp_cell_ms(x);
 }
 
+/* "<lo> to <hi>", or "N/A" when either end is None. */
+static PyObject *
+range_cell(double low, double high)
+{
+    if (isnan(low) || isnan(high))
+        return PyUnicode_FromString("N/A");
+    PyObject *lo = shp_cell_ms(low), *hi = lo ? shp_cell_ms(high) : NULL;
+    PyObject *r = hi ? PyUnicode_FromFormat("%U to %U", lo, hi) : NULL;
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    return r;
+}
+
 static PyObject *
 extra_cell(shp_Stats *s, extra_id id)
 {
     switch (id) {
+    case X_RERUN: return range_cell(s->rerun_low_ms, s->rerun_high_ms);
     case X_FIRST_CALL: return opt_ms(s->first_call_ms);
     case X_P99: return opt_ms(s->p99_ms);
-    case X_CI95: {
-        if (isnan(s->ci95_low_ms) || isnan(s->ci95_high_ms))
-            return PyUnicode_FromString("N/A");
-        PyObject *lo = shp_cell_ms(s->ci95_low_ms), *hi = lo ? shp_cell_ms(s->ci95_high_ms) : NULL;
-        PyObject *r = hi ? PyUnicode_FromFormat("%U to %U", lo, hi) : NULL;
-        Py_XDECREF(lo);
-        Py_XDECREF(hi);
-        return r;
-    }
+    case X_CI95: return range_cell(s->ci95_low_ms, s->ci95_high_ms);
     case X_MIN: return shp_cell_ms(s->min_ms);
     case X_MAX: return shp_cell_ms(s->max_ms);
     case X_GPU: return opt_ms(s->gpu_median_ms);
@@ -170,17 +176,21 @@ parse_columns(PyObject *v, extras *x)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* columns="auto": first call, GPU time and cache state where some row has them. */
+/* columns="auto": the rerun interval, first call, GPU time and cache state
+ * where some row has them. */
 static void
 resolve_auto(extras *x, PyObject *items)
 {
-    int first = 0, gpu = 0, cold = 0;
+    int rerun = 0, first = 0, gpu = 0, cold = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
+        rerun |= !isnan(s->rerun_low_ms) && !isnan(s->rerun_high_ms);
         first |= !isnan(s->first_call_ms);
         gpu |= !isnan(s->gpu_median_ms);
         cold |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
     }
+    if (rerun)
+        add_extra(x, X_RERUN);
     if (first)
         add_extra(x, X_FIRST_CALL);
     if (gpu) {

@@ -126,7 +126,7 @@ with_known_df(double sampling, double var, Py_ssize_t dfw)
 
 int
 shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
-                   double known_spread, shp_level *out)
+                   double known_spread, double floor_spread, shp_level *out)
 {
     Py_ssize_t one = n;
     if (sizes == NULL || nruns < 1) {
@@ -141,6 +141,9 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     out->block_spread = NAN;
     out->slow_spread = NAN;
     out->between = NAN;
+    out->center = NAN;
+    out->sampling = NAN;
+    out->dfw = 0.0;
     double *scratch = PyMem_Malloc((size_t)(n + nruns + SHP_MAX_BLOCKS + 1) * sizeof(double));
     if (scratch == NULL) {
         PyErr_NoMemory();
@@ -185,6 +188,12 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     double R = (double)nruns;
     double sb2 = dfw > 0 ? ss / (double)dfw : NAN;   /* pooled between-block variance */
     double sampling = dfw > 0 ? sb2 * (inv_b / (double)with_blocks) / R : NAN;
+    double center = 0.0;
+    for (Py_ssize_t r = 0; r < nruns; r++)
+        center += run_logmed[r];
+    out->center = center / R;
+    out->sampling = sampling;
+    out->dfw = (double)dfw;
     if (dfw > 0)
         out->block_spread = sqrt(sb2);
     if (nruns >= 2) {
@@ -211,13 +220,14 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     else {
         /* One run: how far would a rerun move?  The caller's spread when
          * known; else the run's slow variation -- consecutive block medians
-         * beyond strided ones -- but never less than the spread separate runs
-         * of identical code showed on the reference machine: a run cannot see
-         * a shift that happens between runs (allocator state, neighbours,
+         * beyond strided ones -- but never less than the floor: the spread
+         * separate runs of identical code showed (SHP_ASSUMED_RUN_SPREAD, on
+         * the reference machine, or this machine's calibration): a run cannot
+         * see a shift that happens between runs (allocator state, neighbours,
          * frequency, address layout), and those moved whole runs by 15% there
          * (std of log run medians over 160 fresh-process runs). */
         double slow = dfw > 0 ? sb2 - ss_strided / (double)dfw : 0.0;
-        double floor2 = SHP_ASSUMED_RUN_SPREAD * SHP_ASSUMED_RUN_SPREAD;
+        double floor2 = floor_spread * floor_spread;
         double between = known_spread >= 0.0 ? known_spread * known_spread
                                               : slow > floor2 ? slow : floor2;
         if (dfw > 0)
@@ -244,8 +254,8 @@ shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssiz
     out->lo = blo;
     out->hi = bhi;
     out->widened = 0;
-    if (shp_level_estimate(a, na, sa, ra, known_spread, &out->a) < 0 ||
-        shp_level_estimate(b, nb, sb, rb, known_spread, &out->b) < 0)
+    if (shp_level_estimate(a, na, sa, ra, known_spread, SHP_ASSUMED_RUN_SPREAD, &out->a) < 0 ||
+        shp_level_estimate(b, nb, sb, rb, known_spread, SHP_ASSUMED_RUN_SPREAD, &out->b) < 0)
         return -1;
     double va = out->a.var, vb = out->b.var;
     if (isnan(va) || isnan(vb) || !(blo > 0.0) || !(ratio > 0.0))
@@ -264,6 +274,100 @@ shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_ssiz
     out->lo = fmin(ratio * exp(-q), blo);
     out->hi = fmax(ratio * exp(q), bhi);
     out->widened = 1;
+    return 0;
+}
+
+/* Welch-Satterthwaite degrees of freedom of v1 (df1) + v2 (df2); an
+ * infinite df is a constant's. */
+static double
+welch_df(double v1, double df1, double v2, double df2)
+{
+    double v = v1 + v2;
+    double d = (df1 > 0.0 && isfinite(df1) ? v1 * v1 / df1 : 0.0) +
+               (df2 > 0.0 && isfinite(df2) ? v2 * v2 / df2 : 0.0);
+    return d > 0.0 ? v * v / d : INFINITY;
+}
+
+const char *
+shp_rerun_basis_name(shp_rerun_basis b)
+{
+    switch (b) {
+    case SHP_RERUN_RUNS: return "runs";
+    case SHP_RERUN_GIVEN: return "given";
+    case SHP_RERUN_CALIBRATED: return "calibrated";
+    case SHP_RERUN_ASSUMED: return "assumed";
+    case SHP_RERUN_SLOW: return "slow variation";
+    default: return NULL;
+    }
+}
+
+int
+shp_rerun_interval(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
+                   double known_spread, double floor_spread, double floor_df,
+                   double ci_lo, double ci_hi, shp_rerun *out)
+{
+    shp_level lv;
+    out->lo = out->hi = out->spread = NAN;
+    out->basis = SHP_RERUN_NONE;
+    if (sizes == NULL || nruns < 2) {
+        sizes = NULL;
+        nruns = 1;
+    }
+    if (shp_level_estimate(x, n, sizes, nruns, known_spread, floor_spread, &lv) < 0)
+        return -1;
+    if (isnan(lv.var) || !isfinite(lv.center))
+        return 0;   /* a median <= 0: no log scale */
+    double var, df;
+    if (nruns == 1) {
+        /* this run's level and the rerun's are both uncertain by their
+         * sampling error plus the between-run shift: twice the level's variance */
+        double b2 = lv.between * lv.between;
+        double vs = isnan(lv.sampling) ? 0.0 : lv.sampling, dfs = lv.dfw > 0 ? lv.dfw : INFINITY;
+        if (ci_lo > 0.0 && ci_hi >= ci_lo) {
+            double h = (log(ci_hi) - log(ci_lo)) / (2.0 * shp_t975(INFINITY));
+            if (h * h > vs) {
+                vs = h * h;
+                dfs = INFINITY;
+            }
+        }
+        double dfb;
+        if (known_spread >= 0.0) {
+            out->basis = SHP_RERUN_GIVEN;
+            dfb = INFINITY;
+        }
+        else if (lv.assumed) {
+            out->basis = isfinite(floor_df) ? SHP_RERUN_CALIBRATED : SHP_RERUN_ASSUMED;
+            dfb = floor_df;
+        }
+        else {
+            out->basis = SHP_RERUN_SLOW;
+            dfb = lv.dfw > 0 ? lv.dfw : INFINITY;
+        }
+        var = 2.0 * (vs + b2);
+        df = welch_df(2.0 * vs, dfs, 2.0 * b2, dfb);
+        out->spread = lv.between;
+    }
+    else {
+        /* the prediction interval of one more run median from R of them */
+        double R = (double)nruns, s2 = lv.run_spread * lv.run_spread;
+        double per_run = isnan(lv.sampling) ? 0.0 : lv.sampling * R;
+        df = R - 1.0;
+        out->basis = SHP_RERUN_RUNS;
+        if (per_run > s2) {   /* the runs agree better than their samples can */
+            s2 = per_run;
+            df = lv.dfw;
+        }
+        if (known_spread >= 0.0 && known_spread * known_spread > s2) {
+            s2 = known_spread * known_spread;
+            df = INFINITY;
+            out->basis = SHP_RERUN_GIVEN;
+        }
+        var = s2 * (1.0 + 1.0 / R);
+        out->spread = sqrt(s2);
+    }
+    double q = shp_t975(df) * sqrt(var);
+    out->lo = exp(lv.center - q);
+    out->hi = exp(lv.center + q);
     return 0;
 }
 

@@ -5,6 +5,10 @@ import sys
 import pytest
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
+# A developer's own calibration (calibrate.py) must not change what the tests see: the
+# package, and every process the tests start, read this empty cache directory instead.
+__import__("os").environ["SPATIALHUB_CACHE_DIR"] = __import__("tempfile").mkdtemp(
+    prefix="spatialhub-test-cache-")
 from cuda_support import *  # noqa: E402,F401,F403  (fixtures: fake driver, subprocess runner)
 
 import spatialhub.utils.profiling as prof  # noqa: E402

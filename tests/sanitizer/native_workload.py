@@ -415,6 +415,31 @@ def verdicts_and_stability():
         swallow(prof.benchmark_callable, _native._noop, device=dev, num_warmup=0, num_iters=3)
 
 
+def rerun_and_malloc():
+    """Issue 22: the rerun interval (single runs, repetitions, the table column), the
+    machine spread, and the mmap-threshold probe (None under a malloc it cannot read)."""
+    rng = np.random.default_rng(7)
+    s = _native._stats_from_samples(rng.lognormal(size=200))
+    _native._apply_rerun(s, run_spread=0.03)
+    s.run_sizes = (50, 50, 100)
+    _native._apply_rerun(s)
+    swallow(setattr, s, "run_sizes", (10, 10))
+    swallow(_native._apply_rerun, s)
+    swallow(_native._apply_rerun, s, run_spread=2.0)
+    swallow(_native._apply_rerun, 1)
+    old = _native._set_machine_run_spread(0.05, 20)
+    _native._stats_from_samples(rng.lognormal(size=40))
+    swallow(_native._set_machine_run_spread, 2.0, 20)
+    _native._set_machine_run_spread(*old)
+    _native._stats_from_samples(np.zeros(30))
+    prof.format_benchmark_table([s], columns=["rerun", "ci95"])
+    prof.format_benchmark_table([s], columns="auto", format="html")
+    t = _native._malloc_mmap_threshold()
+    if t is not None:
+        _native._malloc_raise_mmap_threshold(t)
+    swallow(_native._malloc_raise_mmap_threshold, "x")
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     warnings.simplefilter("ignore")
@@ -429,6 +454,7 @@ def main():
         scopes()
         issue23()
         verdicts_and_stability()
+        rerun_and_malloc()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))
 

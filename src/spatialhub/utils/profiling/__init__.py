@@ -104,10 +104,18 @@ from .onnx_models import benchmark_onnx  # noqa: E402
 from .sweeps import SweepResult, sweep  # noqa: E402
 from .torch_models import profile_model  # noqa: E402
 from .plot import plot_latency, plot_sweep  # noqa: E402
-from .runner import benchmark_repeated, compare_callables  # noqa: E402
+from .runner import benchmark_repeated, compare_callables, compare_repeated  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
-            "plot_sweep", "benchmark_repeated", "compare_callables"]
+            "plot_sweep", "benchmark_repeated", "compare_callables", "compare_repeated"]
+
+# This machine's between-run spread, if the user calibrated it (calibrate.py): the floor
+# of single runs' rerun intervals instead of the assumed 15%.
+from .calibrate import (calibrate_run_spread, forget_run_spread,  # noqa: E402
+                        machine_run_spread, _load_at_import)
+
+_load_at_import()
+__all__ += ["calibrate_run_spread", "forget_run_spread", "machine_run_spread"]
 
 # The released module's scope profiler (enter/exit native, see scope.py); `profiler` is
 # the module-level instance Timer and timeit record into when given none.

@@ -86,6 +86,9 @@ class BenchmarkStats:
     invol_ctx_switches_per_iter: Optional[float]
     run_sizes: Optional[tuple[int, ...]]
     run_spread: Optional[float]
+    rerun_low_ms: Optional[float]
+    rerun_high_ms: Optional[float]
+    rerun_basis: Optional[str]
     @property
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
@@ -143,6 +146,9 @@ class BenchmarkStats:
         invol_ctx_switches_per_iter: Optional[float] = None,
         run_sizes: Optional[Iterable[int]] = None,
         run_spread: Optional[float] = None,
+        rerun_low_ms: Optional[float] = None,
+        rerun_high_ms: Optional[float] = None,
+        rerun_basis: Optional[str] = None,
         samples_ms: Optional[Iterable[float]] = None,
     ) -> None: ...
     def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
@@ -202,6 +208,7 @@ def benchmark_callable(
     progress: Optional[bool] = None,
     cache: Literal["warm", "cold"] = "warm",
     stream: Optional[Any] = None,
+    run_spread: Optional[float] = None,
     **kwargs: Any,
 ) -> BenchmarkStats: ...
 def format_benchmark_table(
@@ -216,8 +223,10 @@ def format_benchmark_table(
     margin: float = 0.05,
     columns: Union[
         None,
-        Literal["auto", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"],
-        Iterable[Literal["first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"]],
+        Literal["auto", "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
+                "cache"],
+        Iterable[Literal["rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
+                         "cache"]],
     ] = None,
 ) -> str: ...
 def compare_benchmarks(
@@ -238,6 +247,12 @@ def _noop() -> None: ...
 def _clock_ns() -> int: ...
 def _force_sampled_rss(flag: bool) -> bool: ...
 def _overhead_ms() -> Optional[float]: ...
+def _apply_rerun(stats: BenchmarkStats, run_spread: Optional[float] = None) -> BenchmarkStats: ...
+def _set_machine_run_spread(
+    spread: Optional[float], processes: Optional[SupportsIndex]
+) -> tuple[Optional[float], Optional[int]]: ...
+def _malloc_mmap_threshold() -> Optional[int]: ...
+def _malloc_raise_mmap_threshold(bytes: SupportsIndex) -> Optional[int]: ...
 
 # ---- the scope profiler (scopenode.c, scope.c, scopetimer.c) -------------------------
 

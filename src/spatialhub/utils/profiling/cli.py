@@ -29,6 +29,7 @@ modes (pick at most one; none runs the demo):
   --onnx PATH            an ONNX model on one or more ONNX Runtime providers
   --compare A.json B.json
                          baseline A against candidate B, from files written by --json
+  --calibrate [N]        measure this machine's run-to-run spread once and remember it
 
 examples:
   {PROG}
@@ -45,6 +46,8 @@ examples:
       is new.json faster than base.json? (ratio of medians, 95% interval, verdict)
   {PROG} --processes 5 --json base.json
       the demo in 5 fresh interpreters, pooled; the spread between them is measured
+  {PROG} --calibrate
+      measure the run-to-run spread of this machine; later rerun intervals use it
   {PROG} --compare base.json new.json --fail-if-slower 10
       a CI gate: exit status 3 when new.json is "slower" by more than 10%
   {PROG} --plot latency.png --plot-kind ecdf
@@ -118,6 +121,11 @@ def build_parser():
     mode.add_argument("--onnx", metavar="PATH", help="ONNX model file to time with ONNX Runtime")
     mode.add_argument("--compare", nargs=2, metavar=("BASELINE.json", "CANDIDATE.json"),
                       help="compare two results saved with --json")
+    mode.add_argument("--calibrate", nargs="?", const=20, type=_positive_int, metavar="N",
+                      help="measure how far separate runs of identical code move apart on "
+                           "this machine (N fresh interpreters per workload, default 20, "
+                           "about 40 s) and remember it in the user's cache: single runs' "
+                           "rerun intervals then use it instead of the assumed 15%%")
 
     run = p.add_argument_group("what to run")
     run.add_argument("--args-shape", metavar="SHAPE", type=_int_list, action="append",
@@ -142,8 +150,9 @@ def build_parser():
                                        "a CUDA device gets the native cuCtxSynchronize around each call")
     opts.add_argument("--name", help="label of the result in the table")
     opts.add_argument("--processes", type=_positive_int, metavar="N",
-                      help="run the benchmark in N fresh interpreters, one after another "
-                           "(spawn), and pool them: the spread between runs is measured "
+                      help="run the benchmark in N fresh interpreters, one after another, "
+                           "each in this process's state (allocator, threads, affinity), "
+                           "and pool them: the spread between runs is measured "
                            "and --compare uses it (demo and --callable; default: this process)")
     opts.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
     opts.add_argument("--cache", choices=("warm", "cold"), default=None,
@@ -193,6 +202,11 @@ def _check_combinations(p, a):
     only("--run-spread", a.run_spread, a.compare, "--compare")
     if a.onnx and a.processes:
         p.error("--processes does not apply to --onnx (a session does not pickle)")
+    if a.calibrate:
+        for flag in ("warmup", "iters", "device", "name", "processes", "json", "markdown",
+                     "plot", "title", "cache"):
+            if getattr(a, flag) is not None:
+                p.error(f"--{flag} does not apply to --calibrate")
     if a.compare:
         for flag in ("warmup", "iters", "device", "name", "processes"):
             if getattr(a, flag) is not None:
@@ -473,10 +487,33 @@ def _one_line(exc):
     return " ".join(msg.split())
 
 
+def _calibrate(a):
+    from .calibrate import calibrate_run_spread
+
+    print(f"{PROG}: calibrating: {a.calibrate} fresh interpreters per workload, one after "
+          f"another...", file=sys.stderr)
+    e = calibrate_run_spread(a.calibrate, save=True)
+    rows = [f"| {k} | {100 * w['run_spread']:.1f}% | {w['median_ms']:.3f} |"
+            for k, w in e["workloads"].items()]
+    load = (f"load average {e['load_before']:.2f} before, {e['load_after']:.2f} after"
+            if e["load_before"] is not None else "load average unknown")
+    print("\n".join([
+        "### Run-to-run spread of this machine", "",
+        "| workload | spread (std of log run medians) | median of run medians (ms) |",
+        "| :--- | :--- | :--- |", *rows, "",
+        f"Remembered: {100 * e['run_spread']:.1f}% over {e['processes']} processes per "
+        f"workload ({e['when']}, {load}) in {e['path']}.",
+        "Single runs' rerun intervals on this machine use it from now on; "
+        "forget_run_spread() or deleting the file brings back the assumed 15%."]))
+    return 0
+
+
 def _main(a):
     from ._native import BenchmarkInterrupted
     from .sweeps import SweepResult
 
+    if a.calibrate:
+        return _calibrate(a)
     _check_outputs(a)
     interrupted = None
     if a.compare:

@@ -5,26 +5,32 @@
   whatever the machine does slowly (frequency, neighbours, thermal state) hits both
   sides of a round alike and cancels out of the ratio.
 * :func:`benchmark_repeated` runs the same benchmark in ``repeat`` fresh interpreters
-  (``spawn``, never ``fork``: a forked CUDA context is unusable) and pools their samples,
-  keeping which run each came from (``run_sizes``) and the spread between the runs
-  (``run_spread``), which :func:`compare_benchmarks` then uses.
+  (started afresh, never forked: a forked CUDA context is unusable) in the parent's
+  state (_launch.py, _worker.py) and pools their samples, keeping which run each came
+  from (``run_sizes``), the spread between the runs (``run_spread``), which
+  :func:`compare_benchmarks` then uses, and where one more run would land
+  (``rerun_low_ms`` / ``rerun_high_ms``).
+* :func:`compare_repeated` does that for two callables with their runs interleaved
+  (A B, B A, A B, ...), so that a machine drifting during the runs weighs on both alike.
 
 The timing itself is the native loop (``benchmark_callable``); the statistics and the
 verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/verdict.c).
 """
 import math
-import multiprocessing
 import operator
-import pickle
 import random
 import warnings
 
 import numpy as np
 
-from ._native import (BenchmarkInterrupted, BenchmarkWarning, _stats_from_samples,
+from ._native import (BenchmarkInterrupted, BenchmarkWarning, _apply_rerun, _stats_from_samples,
                       benchmark_callable, compare_benchmarks)
 
-__all__ = ["benchmark_repeated", "compare_callables"]
+__all__ = ["benchmark_repeated", "compare_callables", "compare_repeated"]
+
+# Set by _worker.py while a fresh process loads the parent's script to find the function:
+# a benchmark_repeated call then is that script's unguarded top level (the path).
+_LOADING_MAIN = None
 
 _BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, short enough to interleave
 _MAX_BLOCK = 10_000
@@ -45,8 +51,9 @@ def _count(value, what, fn, lowest, highest=None):
     return n
 
 
-def _pool(runs, sizes, name):
-    """One BenchmarkStats over the samples of several runs (in run order), with run identity."""
+def _pool(runs, sizes, name, fresh=False):
+    """One BenchmarkStats over the samples of several runs (in run order), with run identity;
+    fresh: the runs are fresh processes, so the pool gets their rerun interval."""
     samples = np.concatenate([r.samples_ms for r in runs])
     pooled = _stats_from_samples(samples)
     first = runs[0]
@@ -61,10 +68,22 @@ def _pool(runs, sizes, name):
     pooled.env = first.env
     overheads = [r.overhead_ms for r in runs if r.overhead_ms is not None]
     pooled.overhead_ms = float(np.median(overheads)) if overheads else None
+    for counter in ("minor_faults_per_iter", "major_faults_per_iter",
+                    "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+        per_run = [getattr(r, counter) for r in runs if getattr(r, counter) is not None]
+        if per_run:   # the typical run's, as the pool's median is the typical sample's
+            setattr(pooled, counter, float(np.median(per_run)))
     pooled.run_sizes = tuple(sizes)
-    medians = np.log([float(np.median(r.samples_ms)) for r in runs])
+    busy = [r.machine_busy for r in runs if r.machine_busy is not None]
+    pooled.machine_busy = any(busy) if busy else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        medians = np.log([float(np.median(r.samples_ms)) for r in runs])
     if len(runs) > 1 and np.all(np.isfinite(medians)):
         pooled.run_spread = float(np.std(medians, ddof=1))
+    if fresh:
+        _apply_rerun(pooled)
+    else:   # blocks of one process say nothing of a fresh process
+        pooled.rerun_low_ms = pooled.rerun_high_ms = pooled.rerun_basis = None
     return pooled
 
 
@@ -173,37 +192,123 @@ def _interrupted(exc, runs, rounds, block_iters, names, margin, seed):
 
 # ---- repetitions in fresh processes ---------------------------------------------------
 
-def _run_one(payload):
-    func, args, kwargs = pickle.loads(payload)
-    return benchmark_callable(func, *args, **kwargs)
+def _refuse_reentry(fn):
+    if _LOADING_MAIN is not None:
+        from ._worker import MainGuardError
+        raise MainGuardError(f"{fn}() called while a fresh process loads {_LOADING_MAIN}")
+
+
+def _checked(fn, func, repeat):
+    _refuse_reentry(fn)
+    if not callable(func):
+        raise TypeError(f"{fn}(): func must be callable, not {type(func).__name__}")
+    return _count(repeat, "repeat", fn, 1)
+
+
+def _interrupted_runs(fn, done, repeat, sides):
+    """BenchmarkInterrupted for Ctrl-C during the runs (each child is ended by then,
+    _launch.py), .stats pooling the completed runs of each side; None when no run
+    completed (the KeyboardInterrupt itself propagates then)."""
+    if not any(runs for runs, _ in sides):
+        return None
+    pools = [_pool(runs, [r.timed_iters for r in runs], name, fresh=True) if runs else None
+             for runs, name in sides]
+    counts = " and ".join(str(len(runs)) for runs, _ in sides)
+    new = BenchmarkInterrupted(f"{fn} interrupted in round {done + 1} of {repeat}: .stats "
+                               f"holds the pool of the {counts} completed run(s)")
+    new.stats = pools[0] if len(pools) == 1 else pools
+    return new
 
 
 def benchmark_repeated(func, *args, repeat=5, **kwargs):
     """benchmark_callable(func, *args, **kwargs) in ``repeat`` fresh interpreters, pooled.
 
     The runs go one after another (never side by side: they would time each other), each
-    in a new interpreter started with multiprocessing's ``spawn`` (never ``fork``).  The
-    result's samples are the runs' samples in run order; ``run_sizes`` says how many came
-    from each run and ``run_spread`` is the standard deviation of the logs of the run
-    medians (0.05: runs differ by about 5%).  ``func`` and the arguments must pickle (a
-    module-level function; a lambda or a function defined in a notebook cell does not),
-    and a script calling this needs the ``if __name__ == "__main__":`` guard of spawn.
+    in a new interpreter (never a fork) put in this process's state first: its
+    ``sys.path``, CPU affinity, collector settings, torch / threadpoolctl thread counts
+    and glibc's mmap threshold, so that a run there measures what a run here would
+    (docs/statistics.md, "Repetitions").  The result's samples are the runs' samples in
+    run order; ``run_sizes`` says how many came from each run, ``run_spread`` is the
+    standard deviation of the logs of the run medians (0.05: runs differ by about 5%),
+    and ``rerun_low_ms`` / ``rerun_high_ms`` is where the median of one more such run is
+    expected (95%).
+
+    ``func`` and the arguments are sent by pickle: a function of an importable module
+    goes by name (a script that calls this needs no ``__main__`` guard then); one defined
+    in the running script, a notebook cell, a lambda or a local function goes by value
+    with cloudpickle when it is installed.  Without cloudpickle, a notebook's or a
+    lambda's function gets a TypeError before any process starts, and a script's is
+    found by loading the script again (as ``__mp_main__``: code under the guard does not
+    run; a script without the guard gets one RuntimeError saying so).  Ctrl-C ends the
+    running child and raises BenchmarkInterrupted with ``.stats`` pooling the completed
+    runs (a plain KeyboardInterrupt before the first completes).
     """
+    from ._launch import Job, relay_warnings
+
     fn = "benchmark_repeated"
-    if not callable(func):
-        raise TypeError(f"{fn}(): func must be callable, not {type(func).__name__}")
-    repeat = _count(repeat, "repeat", fn, 1)
+    repeat = _checked(fn, func, repeat)
     name = kwargs.get("name")
     kwargs.setdefault("progress", False)
-    try:
-        payload = pickle.dumps((func, args, kwargs))
-    except Exception as exc:   # PicklingError, AttributeError, TypeError: all say "cannot pickle"
-        raise TypeError(f"{fn}(): func and its arguments must be picklable to run in fresh "
-                        f"processes (a module-level function, not a lambda or a notebook "
-                        f"cell's function): {exc}") from exc
-    ctx = multiprocessing.get_context("spawn")
+    job = Job(fn, func, args, kwargs)
     runs = []
-    with ctx.Pool(1, maxtasksperchild=1) as pool:   # a fresh interpreter for every run
-        for _ in range(repeat):
-            runs.append(pool.apply(_run_one, (payload,)))
-    return _pool(runs, [r.timed_iters for r in runs], name)
+    try:
+        for k in range(repeat):
+            runs.append(job.run(k + 1, repeat))
+    except KeyboardInterrupt as exc:
+        new = _interrupted_runs(fn, len(runs), repeat, [(runs, name)])
+        if new is None:
+            raise
+        raise new from exc
+    relay_warnings([job], repeat)
+    return _pool(runs, [r.timed_iters for r in runs], name, fresh=True)
+
+
+def compare_repeated(a, b, *args, repeat=5, margin=0.05, name_a=None, name_b=None,
+                     **kwargs):
+    """Compare two callables over ``repeat`` fresh interpreters each, interleaved; a Comparison.
+
+    The runs alternate, A B then B A, round after round (A1 B1 B2 A2 A3 B3 ...), each in
+    a fresh interpreter in this process's state (as benchmark_repeated), so that a
+    machine that changes speed during the comparison slows both sides alike; each side's
+    runs are pooled and judged by compare_benchmarks, which allows for the spread
+    between the runs it sees.  ``margin`` is the practical-equivalence margin; the other
+    keyword arguments go to benchmark_callable and, beyond its options, to both
+    callables.  The reason says so when the machine was busy.  Ctrl-C ends the running
+    child and raises BenchmarkInterrupted with ``.stats`` = [pool of A, pool of B] of
+    the completed runs (None for a side without one).
+    """
+    from ._launch import Job, relay_warnings
+
+    fn = "compare_repeated"
+    repeat = _checked(fn, a, repeat)
+    if not callable(b):
+        raise TypeError(f"{fn}(): b must be callable, not {type(b).__name__}")
+    if repeat < 2:
+        raise ValueError(f"{fn}(): repeat must be an int >= 2 (a spread needs two runs), "
+                         f"got {repeat!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise ValueError(f"{fn}(): margin must be a number in [0, 1) (0.05 = 5%), not {margin!r}")
+    names = (name_a if name_a is not None else getattr(a, "__name__", "A"),
+             name_b if name_b is not None else getattr(b, "__name__", "B"))
+    if names[0] == names[1]:
+        names = (names[0] + " (a)", names[1] + " (b)")
+    if "name" in kwargs:
+        raise TypeError(f"{fn}(): name is set per side: use name_a= and name_b=")
+    kwargs.setdefault("progress", False)
+    jobs = (Job(fn, a, args, dict(kwargs, name=names[0])),
+            Job(fn, b, args, dict(kwargs, name=names[1])))
+    runs = ([], [])
+    try:
+        for r in range(repeat):
+            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                runs[side].append(jobs[side].run(r + 1, repeat))
+    except KeyboardInterrupt as exc:
+        new = _interrupted_runs(fn, min(map(len, runs)), repeat,
+                                [(runs[0], names[0]), (runs[1], names[1])])
+        if new is None:
+            raise
+        raise new from exc
+    relay_warnings(jobs, 2 * repeat)
+    pa = _pool(runs[0], [r.timed_iters for r in runs[0]], names[0], fresh=True)
+    pb = _pool(runs[1], [r.timed_iters for r in runs[1]], names[1], fresh=True)
+    return compare_benchmarks(pa, pb, margin=margin)

@@ -1,0 +1,365 @@
+"""The parent's side of a repetition in a fresh interpreter (runner.py uses it).
+
+:class:`Job` pickles ``func, args, kwargs`` once, checks before any process starts that
+a fresh interpreter can load them, and records the parent's state; :meth:`Job.run` starts
+one interpreter (_worker.py), sends it the job and returns its BenchmarkStats.  How a
+function is sent:
+
+* a function of an importable module: by module and qualified name (plain pickle);
+* one of the script being run (``__main__`` with a file): by value with cloudpickle when
+  it is installed, else the child loads the script as ``__mp_main__`` (its guarded code
+  does not run; a script whose top level calls benchmark_repeated gets one clear
+  RuntimeError, never a loop of processes);
+* one of a notebook cell, the REPL or ``python -c`` (no file), a lambda or a local
+  function: by value with cloudpickle, else a TypeError before any process starts.
+
+Arguments travel as an in-process run holds them: NumPy arrays' data out of band
+(pickle protocol 5), read by the child into NumPy-allocated memory at the same address
+modulo 64; a non-contiguous array keeps its strides over the span of memory it covers;
+read-only stays read-only.
+"""
+import gc
+import io
+import os
+import pickle
+import pickletools
+import subprocess
+import sys
+import warnings
+
+from . import _native
+from ._worker import _ALIGN, _LEN
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PACKAGE_DIR)))   # holds spatialhub/
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:
+        return None
+    return cloudpickle
+
+
+# ---- arguments as the parent holds them -------------------------------------------
+
+class _Span:
+    """The bytes a strided array covers, as a 1-D uint8 array interface."""
+
+    def __init__(self, owner, address, size):
+        self._owner = owner
+        self.__array_interface__ = {"data": (address, not owner.flags.writeable),
+                                    "shape": (size,), "typestr": "|u1", "version": 3}
+
+
+def _rebuild_strided(span, offset, shape, strides, dtype, writeable):
+    import numpy as np
+
+    a = np.ndarray(shape, dtype=dtype, buffer=span, offset=offset, strides=strides)
+    if not writeable:
+        a.flags.writeable = False
+    return a
+
+
+def _strided_reduce(a):
+    """A non-contiguous array as (its covered bytes, offset, shape, strides, dtype)."""
+    import numpy as np
+
+    if a.size == 0 or a.dtype.hasobject:
+        return NotImplemented
+    address = a.__array_interface__["data"][0]
+    low = address + sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
+    high = address + sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + a.itemsize
+    if high - low > 64 * a.nbytes:   # a sparse view of a huge array: send its elements
+        return NotImplemented
+    span = np.asarray(_Span(a, low, high - low))
+    return (_rebuild_strided,
+            (span, address - low, a.shape, a.strides, a.dtype.str, bool(a.flags.writeable)))
+
+
+def _override(obj):
+    np = sys.modules.get("numpy")
+    if (np is not None and type(obj) is np.ndarray and not obj.flags.c_contiguous
+            and not obj.flags.f_contiguous):
+        return _strided_reduce(obj)
+    return NotImplemented
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        return _override(obj)
+
+
+def _dumps(obj, cloud):
+    """Protocol-5 stream and out-of-band buffers of obj (cloud: cloudpickle's pickler)."""
+    buffers = []
+    out = io.BytesIO()
+    if cloud is not None:
+        class Pickler(cloud.Pickler):
+            def reducer_override(self, obj):
+                r = _override(obj)
+                return super().reducer_override(obj) if r is NotImplemented else r
+        Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    else:
+        _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return out.getvalue(), buffers
+
+
+def _names_main(stream):
+    """Whether a pickle stream refers to anything in __main__."""
+    for op, arg, _ in pickletools.genops(stream):
+        if op.name in ("GLOBAL", "INST") and str(arg).split(" ", 1)[0] == "__main__":
+            return True
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE") and \
+                arg in ("__main__", "__mp_main__"):
+            return True
+    return False
+
+
+def _main_origin():
+    """How a fresh interpreter can load this process's __main__: ("name", module) for
+    ``python -m``, ("file", path) for a script, None for a notebook, the REPL or -c."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None) and spec.name != "__main__":
+        return ("name", spec.name)
+    path = getattr(main, "__file__", None)
+    if path and os.path.isfile(path):
+        return ("file", os.path.abspath(path))
+    return None
+
+
+def _buffer_specs(buffers):
+    import numpy as np
+
+    specs = []
+    for pb in buffers:
+        raw = pb.raw()
+        address = np.frombuffer(raw, dtype=np.uint8).__array_interface__["data"][0] \
+            if raw.nbytes else 0
+        specs.append((raw.nbytes, address % _ALIGN, raw.readonly))
+    return specs
+
+
+# ---- the parent's state --------------------------------------------------------------
+
+def _parent_state():
+    state = {"gc": (gc.isenabled(), gc.get_threshold()),
+             "switch_interval": sys.getswitchinterval(),
+             "mmap_threshold": _native._malloc_mmap_threshold()}
+    if hasattr(os, "sched_getaffinity"):
+        state["affinity"] = sorted(os.sched_getaffinity(0))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        state["torch_threads"] = (torch.get_num_threads(), torch.get_num_interop_threads())
+    tpc = sys.modules.get("threadpoolctl")
+    if tpc is not None:
+        limits = {}
+        for info in tpc.threadpool_info():
+            api, n = info.get("user_api"), info.get("num_threads")
+            if api and n:
+                limits[api] = min(n, limits.get(api, n))
+        state["blas_threads"] = limits
+    return state
+
+
+# ---- one job, run in as many fresh interpreters as asked ------------------------------
+
+class Job:
+    """func(*args, **kwargs) for benchmark_callable in fresh interpreters."""
+
+    def __init__(self, fn, func, args, kwargs):
+        self.fn = fn
+        label = getattr(func, "__qualname__", None) or type(func).__name__
+        state = _parent_state()   # before our own pickling allocates anything
+        cloud, main = None, None
+        try:
+            stream, buffers = _dumps((func, args, kwargs), None)
+            failed = None
+        except Exception as exc:   # noqa: BLE001 - PicklingError, AttributeError, TypeError
+            failed = exc
+        if failed is None and _names_main(stream):
+            main = _main_origin()
+            if main is None or main[0] == "file":
+                cloud = _cloudpickle()   # by value: no script re-run, works in notebooks
+                if cloud is not None:
+                    main = None
+                elif main is None:
+                    raise TypeError(
+                        f"{fn}(): {label!r} (or an argument) is defined in __main__ of an "
+                        f"interactive session (a notebook cell, the REPL, python -c), which "
+                        f"a fresh process cannot import: move it into a module and import "
+                        f"it, or install cloudpickle to send it by value")
+        elif failed is not None:
+            cloud = _cloudpickle()
+            if cloud is None:
+                raise TypeError(
+                    f"{fn}(): func and its arguments must be picklable to run in fresh "
+                    f"processes (a module-level function, not a lambda or a local "
+                    f"function; or install cloudpickle): {failed}") from failed
+        if cloud is not None:
+            try:
+                stream, buffers = _dumps((func, args, kwargs), cloud)
+            except Exception as exc:   # noqa: BLE001
+                raise TypeError(f"{fn}(): func and its arguments cannot be sent to a fresh "
+                                f"process, even with cloudpickle: {exc}") from exc
+        self.label = label
+        self.stream = stream
+        self.buffers = buffers
+        self.header = {"sys_path": list(sys.path), "main": main, "state": state,
+                       "stream_len": len(stream), "buffers": _buffer_specs(buffers)}
+        self.by_value = cloud is not None
+        self.warnings = []
+
+    def _command(self, fd):
+        # SIGINT ignored first: the parent owns Ctrl-C and ends its children itself
+        boot = (f"import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                f"sys.path.insert(0, {_ROOT!r}); "
+                f"from spatialhub.utils.profiling._worker import main; main({fd!r})")
+        return [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", boot]
+
+    def run(self, k, of):
+        """The k-th (1-based) of `of` runs: a BenchmarkStats, or the child's exception."""
+        posix = os.name == "posix"
+        rfd = wfd = None
+        if posix:
+            rfd, wfd = os.pipe()
+            proc = subprocess.Popen(self._command(wfd), stdin=subprocess.PIPE,
+                                    pass_fds=(wfd,), close_fds=True)
+            os.close(wfd)
+            reader = io.FileIO(rfd, "rb", closefd=True)
+        else:
+            proc = subprocess.Popen(self._command(None), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE)
+            reader = proc.stdout
+        try:
+            self._send(proc)
+            reply = self._receive(reader)
+            proc.wait()
+        except BaseException:
+            _end(proc)
+            raise
+        finally:
+            reader.close()
+        return self._result(reply, proc.returncode, k, of)
+
+    def _send(self, proc):
+        header = pickle.dumps(self.header, protocol=4)
+        try:
+            proc.stdin.write(_LEN.pack(len(header)))
+            proc.stdin.write(header)
+            proc.stdin.write(self.stream)
+            for pb in self.buffers:
+                proc.stdin.write(pb.raw())
+            proc.stdin.close()
+        except BrokenPipeError:   # the child stopped reading (it failed early): its reply says why
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    @staticmethod
+    def _receive(reader):
+        head = reader.read(_LEN.size)
+        if len(head) < _LEN.size:
+            return None
+        n = _LEN.unpack(head)[0]
+        data = bytearray()
+        while len(data) < n:
+            chunk = reader.read(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return pickle.loads(data)
+
+    def _result(self, reply, status, k, of):
+        fn, where = self.fn, f"fresh process {k} of {of}"
+        if reply is None:
+            raise RuntimeError(f"{fn}(): the {where} exited with status {status} before it "
+                               f"reported a result (its output, if any, is above)")
+        kind = reply[0]
+        if kind == "ok":
+            self.warnings.extend(reply[2])
+            return reply[1]
+        if kind == "main_guard":
+            raise RuntimeError(
+                f"{fn}(): {self.label!r} is defined in the script {reply[1]}, which a fresh "
+                f"process has to run again to find it, and that script calls {fn} at its "
+                f"top level. Put the calls under `if __name__ == \"__main__\":`, define "
+                f"{self.label!r} in a module you import, or install cloudpickle (then it "
+                f"is sent by value and the script is not run again)")
+        blob, type_name, message, text = reply[1:]
+        exc = None
+        if blob is not None:
+            try:
+                exc = pickle.loads(blob)
+            except Exception:   # noqa: BLE001 - cannot be rebuilt here: the text will do
+                exc = None
+        if kind == "load_error":
+            raise RuntimeError(f"{fn}(): the {where} could not load the function or its "
+                               f"arguments: {type_name}: {message}\n{text}") from exc
+        if exc is None:
+            raise RuntimeError(f"{fn}(): the function raised {type_name} in the {where}: "
+                               f"{message}\n{text}")
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"raised in the {where}; its traceback:\n{text.rstrip()}")
+        raise exc
+
+
+def _end(proc):
+    """Stop a child we started and reap it (Ctrl-C, an error of ours)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+# ---- warnings of the children, said once in the parent --------------------------------
+
+def _category(path):
+    module, _, name = path.rpartition(".")
+    mod = sys.modules.get(module)
+    cat = getattr(mod, name, None) if mod is not None else None
+    return cat if isinstance(cat, type) and issubclass(cat, Warning) else None
+
+
+def _user_stacklevel():
+    """The stacklevel of the first frame outside this package, for warnings.warn."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) \
+            == _PACKAGE_DIR:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def relay_warnings(jobs, runs):
+    """Re-issue the children's warnings once each, composed in this one place: the same
+    cause (the text with its numbers left out) from several runs is said once, with how
+    many of the `runs` fresh processes said it."""
+    import re
+
+    groups = {}
+    for job in jobs:
+        for path, message in job.warnings:
+            key = (path, re.sub(r"[-+]?\d[\d.,]*(e[-+]?\d+)?%?", "#", message))
+            entry = groups.setdefault(key, [path, message, 0])
+            entry[2] += 1
+        job.warnings = []
+    level = _user_stacklevel()
+    for path, message, count in groups.values():
+        category = _category(path) or UserWarning
+        where = "a fresh process" if runs == 1 else f"{count} of {runs} fresh processes"
+        text = message if category is not UserWarning or _category(path) else \
+            f"{path}: {message}"
+        warnings.warn(f"{text} (in {where}; the first shown)" if count > 1 else
+                      f"{text} (in {where})", category, stacklevel=level)

@@ -1,0 +1,191 @@
+"""How far separate runs of identical code move apart on this machine, measured once.
+
+A single run cannot see the shift between runs (allocator state, address layout, core
+placement, neighbours), so its rerun interval (``rerun_low_ms`` / ``rerun_high_ms``)
+allows for a between-run spread it is told: ``run_spread=``, else this machine's
+calibration, else the 15% assumed from a shared 2-core VM -- wide on a quiet machine.
+:func:`calibrate_run_spread` measures it: ``processes`` fresh interpreters per
+workload, in turn (A B, B A, ...), each timing a pure-Python workload (``sorted`` of
+1,000 floats) and an allocation-heavy NumPy one (scale, clip and threshold a
+1x3x240x320 float32 frame); the spread is the larger of the two workloads' standard
+deviations of log run medians.  ``save=True`` (the CLI's ``--calibrate``) remembers it
+for this machine in the user's cache directory, and every later process on this
+machine uses it; nothing is written unless asked.  :func:`forget_run_spread` removes
+it.  docs/statistics.md ("Rerun interval") says how well either covers.
+
+The cache directory: ``$SPATIALHUB_CACHE_DIR`` if set, else
+``$XDG_CACHE_HOME/spatialhub-profiling`` (``~/.cache/spatialhub-profiling``) on Linux,
+``~/Library/Caches/spatialhub-profiling`` on macOS,
+``%LOCALAPPDATA%\\spatialhub-profiling\\Cache`` on Windows.  The file
+(``run_spread.json``) keeps one entry per machine (host name, CPU model, CPU count), so
+a home directory shared between machines does not carry one machine's figure to another.
+"""
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+
+from . import _native
+
+__all__ = ["calibrate_run_spread", "machine_run_spread", "forget_run_spread", "cache_dir"]
+
+_FILE = "run_spread.json"
+
+
+def cache_dir():
+    """The directory this package keeps its per-user cache in (not created here)."""
+    explicit = os.environ.get("SPATIALHUB_CACHE_DIR")
+    if explicit:
+        return explicit
+    home = os.path.expanduser("~")
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
+        return os.path.join(base, "spatialhub-profiling", "Cache")
+    if sys.platform == "darwin":
+        return os.path.join(home, "Library", "Caches", "spatialhub-profiling")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(base, "spatialhub-profiling")
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_id():
+    """What a calibration is kept under: host name, CPU model and count."""
+    return f"{platform.node()} | {_cpu_model()} | {os.cpu_count()} CPUs"
+
+
+def _read_all():
+    try:
+        with open(os.path.join(cache_dir(), _FILE), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    machines = data.get("machines") if isinstance(data, dict) else None
+    return machines if isinstance(machines, dict) else {}
+
+
+def _valid(entry):
+    try:
+        spread, processes = float(entry["run_spread"]), int(entry["processes"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (0 < spread < 1 and math.isfinite(spread)) or processes < 3:
+        return None
+    return spread, processes
+
+
+def machine_run_spread():
+    """This machine's remembered calibration (a dict: run_spread, processes, when, ...),
+    or None when it has none."""
+    entry = _read_all().get(machine_id())
+    return dict(entry) if isinstance(entry, dict) and _valid(entry) else None
+
+
+def _install(entry):
+    """Make the native results use `entry` (None: the assumed spread again)."""
+    pair = _valid(entry) if entry else None
+    _native._set_machine_run_spread(*(pair if pair else (None, None)))
+
+
+def _write(machines):
+    d = cache_dir()
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, _FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "machines": machines}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def forget_run_spread():
+    """Remove this machine's calibration (True if there was one); results made from now
+    on allow for the assumed 15% again."""
+    machines = _read_all()
+    had = machines.pop(machine_id(), None) is not None
+    if had:
+        _write(machines)
+    _install(None)
+    return had
+
+
+def _sort_work(values):
+    return sorted(values)
+
+
+def _pipeline_work(frame):
+    import numpy as np
+
+    return np.clip(frame * 1.5, 0.0, 1.0) > 0.6
+
+
+def calibrate_run_spread(processes=20, *, save=False, num_iters=300):
+    """Measure the between-run spread of this machine; a dict, remembered if ``save``.
+
+    ``processes`` fresh interpreters (>= 5) per workload, alternating the two workloads
+    (about 40 s for the default 20 on a 2-core machine).  The dict has ``run_spread``
+    (the larger workload's std of log run medians, a fraction), ``processes``, the
+    per-workload spreads and medians, ``when`` (UTC), the load average before and after
+    and ``machine``; with ``save=True`` also ``path``, the file it was written to.
+    """
+    import numpy as np
+
+    from ._launch import Job
+    from .runner import _count
+
+    fn = "calibrate_run_spread"
+    processes = _count(processes, "processes", fn, 5)
+    num_iters = _count(num_iters, "num_iters", fn, 20)
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    values = list(np.random.default_rng(0).random(1000))
+    frame = np.random.default_rng(0).random((1, 3, 240, 320)).astype(np.float32)
+    opts = dict(num_warmup=10, num_iters=num_iters, track_ram=False, track_vram=False,
+                progress=False)
+    jobs = {"sorted 1,000 floats": Job(fn, _sort_work, (values,), dict(opts, name="sort")),
+            "NumPy pipeline 1x3x240x320": Job(fn, _pipeline_work, (frame,),
+                                              dict(opts, name="pipeline"))}
+    medians = {k: [] for k in jobs}
+    names = list(jobs)
+    for r in range(processes):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            stats = jobs[k].run(r + 1, processes)
+            medians[k].append(stats.median_ms)
+    for job in jobs.values():
+        job.warnings = []   # each child's busy / noisy warnings: the spread measures that
+    spreads = {k: float(np.std(np.log(v), ddof=1)) for k, v in medians.items()}
+    entry = {
+        "run_spread": max(spreads.values()),
+        "processes": processes,
+        "workloads": {k: {"run_spread": spreads[k], "median_ms": float(np.median(medians[k]))}
+                      for k in jobs},
+        "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "machine": machine_id(),
+    }
+    if save:
+        machines = _read_all()
+        machines[machine_id()] = entry
+        entry = dict(entry, path=_write(machines))
+        _install(entry)
+    return entry
+
+
+def _load_at_import():
+    """Use this machine's calibration, if the user saved one; never fails the import."""
+    try:
+        _install(machine_run_spread())
+    except Exception:   # noqa: BLE001 - an unreadable cache is no calibration
+        pass
