@@ -13,6 +13,7 @@ import spatialhub.utils.profiling as prof
 from spatialhub.utils.profiling import (BenchmarkInterrupted, BenchmarkWarning,
                                         benchmark_callable)
 from spatialhub.utils.profiling import _native
+from reliability_support import UNDER_SANITIZER
 
 pytestmark = pytest.mark.filterwarnings("ignore::spatialhub.utils.profiling.BenchmarkWarning")
 
@@ -237,6 +238,7 @@ def test_peak_ram_sees_a_freed_200mb_temporary():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM reset is Linux-only")
+@pytest.mark.skipif(UNDER_SANITIZER, reason="ASan's quarantine keeps freed memory resident")
 def test_caller_garbage_freed_by_the_harness_does_not_hide_the_peak():
     """The harness's full collection runs before the RAM baseline: 100 MiB of the caller's
     cyclic garbage freed inside the window would lower the RSS the peak is measured from,
