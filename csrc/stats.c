@@ -93,7 +93,7 @@ static const shp_field stats_fields[] = {
        "Samples of each fresh-process run, in order (repeat= / --processes); None: one run."),
     KW("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
        "Between-run spread: std of the log medians of the runs (0.05 = 5%); None: one run."),
-    {NULL},
+    {0},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)
 #define N_SEED_FIELDS 13
@@ -307,7 +307,7 @@ static const PyGetSetDef stats_extra_getset[] = {
      "Raw per-iteration latencies (ms) in iteration order: a read-only float64 NumPy view "
      "of the buffer this object owns, or None.", NULL},
     {"throughput", Stats_get_throughput, NULL, "fps * batch_size: items per second.", NULL},
-    {NULL},
+    {0},
 };
 
 static PyGetSetDef stats_getset[N_STATS_FIELDS + 3];
@@ -510,12 +510,12 @@ static PyMethodDef stats_methods[] = {
     {"__setstate__", Stats_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Stats_repr_markdown, METH_NOARGS, "The one-row Markdown table (Jupyter)."},
     {"_repr_html_", Stats_repr_html, METH_NOARGS, "The one-row HTML table (Jupyter)."},
-    {NULL},
+    {0},
 };
 
 static PyMemberDef stats_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Stats, weakreflist), READONLY, NULL},
-    {NULL},
+    {0},
 };
 
 static PyType_Slot stats_slots[] = {
