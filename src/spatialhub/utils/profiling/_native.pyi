@@ -7,6 +7,7 @@ import numpy.typing as npt
 class BenchmarkWarning(UserWarning): ...
 
 ADAPTIVE_MIN_SAMPLES: int  # target_rel_ci is never judged on fewer samples
+__version__: str  # the version the core was built as (_version.py)
 
 class BenchmarkInterrupted(KeyboardInterrupt):
     stats: "BenchmarkStats"
