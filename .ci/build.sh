@@ -79,7 +79,7 @@ sdist=$(ls "$out"/spatialhub_profiling-"$version".tar.gz)
 wheel=$(ls "$out"/spatialhub_profiling-"$version"-*.whl)
 say "built $(basename "$sdist") and $(basename "$wheel"), no warnings"
 
-"$tools" -m twine check --strict "$sdist" "$wheel" || fail "twine check"
+COLUMNS=200 "$tools" -m twine --no-color check --strict "$sdist" "$wheel" || fail "twine check"
 
 if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
     missing=$(comm -23 \
