@@ -1,19 +1,37 @@
-"""Build the native core.  All metadata lives in pyproject.toml.
+"""Build the native core.  All metadata lives in pyproject.toml, but the version, which
+src/spatialhub/utils/profiling/_version.py holds and both files read.
 
 Build knobs (environment variables):
   SPATIALHUB_STRICT=1    -Wall -Wextra -Werror (CI builds this way)
   SPATIALHUB_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer
   SPATIALHUB_DEBUG=1     -O0 -g
 """
+import ast
 import os
 import sys
 
 import numpy
 from setuptools import Extension, setup
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 def knob(name):
     return os.environ.get(name, "") not in ("", "0")
+
+
+def version():
+    """__version__ from src/spatialhub/utils/profiling/_version.py, read without importing
+    the package (whose __init__ needs the extension this builds).  pyproject.toml reads
+    the same assignment for the metadata."""
+    path = os.path.join(HERE, "src", "spatialhub", "utils", "profiling", "_version.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "__version__"):
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"no __version__ = '...' assignment in {path}")
 
 
 # In layer order (csrc/profiling.h has the map): leaves, computation, fields,
@@ -51,8 +69,13 @@ setup(
         Extension(
             "spatialhub.utils.profiling._native",
             sources=[os.path.join("csrc", s) for s in SOURCES],
+            # a change to either rebuilds every object (SHP_VERSION comes from _version.py)
+            depends=[os.path.join("csrc", "profiling.h"),
+                     os.path.join("src", "spatialhub", "utils", "profiling", "_version.py")],
             include_dirs=["csrc", numpy.get_include()],
-            define_macros=[("NPY_TARGET_VERSION", "NPY_1_21_API_VERSION")],
+            # SHP_VERSION as a C string literal (csrc/profiling.h)
+            define_macros=[("NPY_TARGET_VERSION", "NPY_1_21_API_VERSION"),
+                           ("SHP_VERSION", '"%s"' % version())],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             libraries=libraries,

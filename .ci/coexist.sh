@@ -10,6 +10,10 @@
 # module file of the same name), and give the released module back when it is
 # uninstalled.  This script proves all of that in a fresh venv.
 #
+# With ours installed, it also checks that the version is ours in all five places
+# a user reads it (issue 25): __version__, spatialhub-bench --version, a result's
+# env, the pytest plugin's JSON and pip show -- none of them may say 0.1.7.
+#
 # Usage: bash .ci/coexist.sh [WHEEL]
 #   WHEEL  a built spatialhub_profiling wheel; without it one is built from the
 #          working tree (pip wheel, strict flags), which is most of the run time.
@@ -85,6 +89,57 @@ after=$(fingerprint)
 vpip show -q spatialhub >/dev/null || fail "pip removed the released distribution"
 released_imports >/dev/null || fail "the released spatialhub.models / spatialhub.utils.image no longer import"
 [ "$(which_profiling)" = ours ] || fail "spatialhub.utils.profiling is not ours with both installed"
+
+# One version everywhere (issue 25), beside a distribution that answers 0.1.7 for
+# `spatialhub`: the package, the command line, every result's environment record,
+# the pytest plugin's JSON and pip show all state ours, the tree's _version.py.
+expected=$("$vpy" - "$root/src/spatialhub/utils/profiling/_version.py" <<'EOF'
+import ast, sys
+for node in ast.parse(open(sys.argv[1]).read()).body:
+    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__version__":
+        print(ast.literal_eval(node.value))
+EOF
+)
+case $(basename "$wheel") in
+    spatialhub_profiling-"$expected"-*) ;;
+    *) fail "the wheel $(basename "$wheel") is not version $expected (_version.py)" ;;
+esac
+vpip install -q pytest >/dev/null
+mkdir -p "$work/plugin"
+cat >"$work/plugin/test_version_subject.py" <<'EOF'
+def test_it(benchmark):
+    benchmark(sum, range(10))
+EOF
+(cd "$work/plugin" && "$vpy" -m pytest -q -p no:cacheprovider --benchmark-json=report.json \
+    --benchmark-max-time=0.05 --benchmark-max-rounds=50 >"$work/plugin.log" 2>&1) \
+    || { cat "$work/plugin.log" >&2; fail "a benchmark test under the pytest plugin failed"; }
+seen=$("$vpy" - "$work/plugin/report.json" <<'EOF'
+import importlib.metadata as md, json, sys, warnings
+warnings.simplefilter("ignore")
+import spatialhub.utils.profiling as p
+doc = json.load(open(sys.argv[1]))
+print("__version__", p.__version__)
+print("env", p.benchmark_callable(lambda: None, num_iters=5).env["spatialhub_profiling"])
+print("plugin-json", doc["version"])
+print("plugin-env", doc["machine_info"]["spatialhub"]["spatialhub_profiling"])
+print("metadata", md.version("spatialhub-profiling"))
+print("released", md.version("spatialhub"))
+EOF
+)
+cli=$("$venv/bin/spatialhub-bench" --version)
+pipshow=$(vpip show spatialhub-profiling | sed -n 's/^Version: //p')
+for place in __version__ env plugin-json plugin-env metadata; do
+    got=$(printf '%s\n' "$seen" | sed -n "s/^$place //p")
+    [ "$got" = "$expected" ] || fail "$place says '$got', not $expected"
+done
+[ "$(printf '%s\n' "$seen" | sed -n 's/^released //p')" = 0.1.7 ] \
+    || fail "the released spatialhub does not say 0.1.7 beside ours"
+case $cli in
+    "spatialhub-bench $expected from $venv/"*) ;;
+    *) fail "spatialhub-bench --version says '$cli'" ;;
+esac
+[ "$pipshow" = "$expected" ] || fail "pip show spatialhub-profiling says '$pipshow', not $expected"
+say "version $expected in __version__, --version, env, the plugin's JSON and pip show (released: 0.1.7)"
 
 # Code written for the released module runs on ours, with the released
 # project's package __init__ in place (logger, names, the scope profiler).

@@ -58,7 +58,7 @@ static const shp_field comparison_fields[] = {
        "The percentile-bootstrap 95% interval of the ratio alone (sampling error), low end."),
     CK("bootstrap_high", SHP_F_OPT_DOUBLE, boot_high, SHP_R_RATIO, 0,
        "... high end; ci95_low / ci95_high widen it by the block and run spread."),
-    {NULL},
+    {0},
 };
 
 static PyGetSetDef comparison_getset[sizeof(comparison_fields) / sizeof(comparison_fields[0])];
@@ -262,7 +262,7 @@ static PyMethodDef comparison_methods[] = {
     {"_repr_html_", Cmp_html, METH_NOARGS, "HTML table (Jupyter)."},
     {"to_markdown", Cmp_markdown, METH_NOARGS, "The comparison as a Markdown table."},
     {"to_html", Cmp_html, METH_NOARGS, "The comparison as an HTML table."},
-    {NULL},
+    {0},
 };
 
 static PyType_Slot comparison_slots[] = {

@@ -285,6 +285,7 @@ build_static(void)
     PyOS_snprintf(ver, sizeof(ver), "%d.%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION, PY_MICRO_VERSION);
     PyObject *res = PyLong_FromLongLong(shp_clock_resolution_ns());
     if (res == NULL ||
+        set_str(d, "spatialhub_profiling", SHP_VERSION) < 0 ||
         set_str(d, "python", ver) < 0 ||
         set_from_module(d, "implementation", "platform", "python_implementation", 1) < 0 ||
         set_from_module(d, "platform", "platform", "platform", 1) < 0 ||

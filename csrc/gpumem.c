@@ -13,7 +13,7 @@ static const shp_field gpumem_fields[] = {
      "Free device memory in MiB (cuMemGetInfo_v2)."},
     {"used_mb", SHP_F_DOUBLE, G_OFF(used_mb), SHP_R_MB, 1, 0, 0.0, SHP_SHOW_ALWAYS,
      "total_mb - free_mb: used by every process on the device."},
-    {NULL},
+    {0},
 };
 
 static PyGetSetDef gpumem_getset[4];
@@ -78,7 +78,7 @@ Gpu_reduce(PyObject *self, PyObject *unused)
 static PyMethodDef gpumem_methods[] = {
     {"to_dict", Gpu_to_dict, METH_NOARGS, "to_dict() -> dict (MiB rounded to 2 decimals)."},
     {"__reduce__", Gpu_reduce, METH_NOARGS, "Pickle support."},
-    {NULL},
+    {0},
 };
 
 static PyType_Slot gpumem_slots[] = {

@@ -107,6 +107,14 @@ shp_xnewref(PyObject *o)
 #define SHP_LINUX 1
 #endif
 
+/* The distribution's version, a C string: setup.py passes it from
+ * src/spatialhub/utils/profiling/_version.py (the one place it is written), so
+ * the native core states the version it was built as (_native.__version__, the
+ * environment record) and the package can refuse a stale in-place build. */
+#ifndef SHP_VERSION
+#error "SHP_VERSION is not defined: build through setup.py (pip install .), which reads it from _version.py"
+#endif
+
 #define SHP_MIB (1024.0 * 1024.0)
 #define SHP_MAX_CUDA_DEVICES 64
 

@@ -107,7 +107,7 @@ static const shp_field stats_fields[] = {
        "repetitions), 'given' (run_spread=), 'calibrated' (this machine's calibration), "
        "'assumed' (15%), 'assumed busy' (25%: the run started on a busy machine), 'slow "
        "variation' (the run's own, above those)."),
-    {NULL},
+    {0},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)
 #define N_SEED_FIELDS 13
@@ -348,7 +348,7 @@ static const PyGetSetDef stats_extra_getset[] = {
      "nothing): 'noisy', 'multimodal', 'drifting', 'busy machine', 'launch-bound', "
      "'overhead-dominated', 'page faults'.  Read from the other fields; the table prints "
      "them as a footnote.", NULL},
-    {NULL},
+    {0},
 };
 
 static PyGetSetDef stats_getset[N_STATS_FIELDS + 4];
@@ -553,12 +553,12 @@ static PyMethodDef stats_methods[] = {
     {"__setstate__", Stats_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Stats_repr_markdown, METH_NOARGS, "The one-row Markdown table (Jupyter)."},
     {"_repr_html_", Stats_repr_html, METH_NOARGS, "The one-row HTML table (Jupyter)."},
-    {NULL},
+    {0},
 };
 
 static PyMemberDef stats_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(shp_Stats, weakreflist), READONLY, NULL},
-    {NULL},
+    {0},
 };
 
 static PyType_Slot stats_slots[] = {

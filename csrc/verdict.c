@@ -376,10 +376,8 @@ shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
                   const Py_ssize_t *sizes_b, Py_ssize_t rounds, double *ratio, double *lo,
                   double *hi)
 {
-    Py_ssize_t na = 0, nb = 0, ma = 0, mb = 0;
+    Py_ssize_t ma = 0, mb = 0;
     for (Py_ssize_t r = 0; r < rounds; r++) {
-        na += sizes_a[r];
-        nb += sizes_b[r];
         ma = sizes_a[r] > ma ? sizes_a[r] : ma;
         mb = sizes_b[r] > mb ? sizes_b[r] : mb;
     }

@@ -3,6 +3,17 @@
 Everything below is implemented in C (``spatialhub.utils.profiling._native``):
 the timing loop, the statistics, memory and CUDA telemetry and the tables.
 """
+from . import _native
+from ._version import __version__
+
+if getattr(_native, "__version__", None) != __version__:
+    # an in-place build (setup.py build_ext --inplace, an old editable install) left
+    # from another version: every result would record the wrong version
+    raise ImportError(
+        f"spatialhub.utils.profiling {__version__}: its native core {_native.__file__} was "
+        f"built as version {getattr(_native, '__version__', '(unknown)')}; rebuild it "
+        "(pip install . or python setup.py build_ext --inplace)")
+
 from ._native import (
     BenchmarkInterrupted,
     BenchmarkStats,

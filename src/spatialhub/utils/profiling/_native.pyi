@@ -29,6 +29,7 @@ class GPUTimeWarning(BenchmarkWarning): ...
 def suppressed_warnings() -> dict[str, int]: ...
 
 ADAPTIVE_MIN_SAMPLES: int  # target_rel_ci is never judged on fewer samples
+__version__: str  # the version the core was built as (_version.py)
 
 class BenchmarkInterrupted(KeyboardInterrupt):
     stats: "BenchmarkStats"

@@ -106,6 +106,17 @@ def _dim(text):
     return name, _positive_int(value)
 
 
+def _version_line():
+    """``--version``: the version, and which copy runs on which Python (beside the released
+    ``spatialhub``, which copy of spatialhub.utils.profiling answers is worth seeing)."""
+    import platform
+
+    from ._version import __version__
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return f"{PROG} {__version__} from {here} (Python {platform.python_version()})"
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -115,6 +126,9 @@ def build_parser():
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # argparse %-formats the text (%(prog)s): a '%' in the path must not be read as one
+    p.add_argument("--version", action="version", version=_version_line().replace("%", "%%"),
+                   help="print the version (and where this copy is installed) and exit")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--callable", metavar="MOD:ATTR", dest="target",
                       help="callable to time: module:attr (module may be a .py file; attr may be dotted)")

@@ -16,12 +16,9 @@ __all__ = ["machine_info", "commit_info", "bench_to_json", "session_json", "Stor
 
 
 def _version():
-    try:
-        from importlib.metadata import version
+    from .._version import __version__   # ours, not the released `spatialhub` distribution's
 
-        return version("spatialhub")
-    except Exception:   # not installed as a distribution (a source checkout)
-        return "0+unknown"
+    return __version__
 
 
 def machine_info(env=None):
