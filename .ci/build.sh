@@ -22,6 +22,8 @@
 # `twine`; default: a temporary venv made from python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=.ci/build_warnings.sh
+. .ci/build_warnings.sh
 root=$(pwd)
 out=${1:?usage: bash .ci/build.sh OUTDIR}
 mkdir -p "$out"
@@ -68,9 +70,7 @@ if ! env -u PYTHONDONTWRITEBYTECODE SPATIALHUB_STRICT=1 "$tools" -m build -o "$o
     tail -40 "$log" >&2
     fail "python -m build failed (log: $log)"
 fi
-warnings=$(grep -iE "warn|deprecat" "$log" \
-    | grep -vE "^ *WARNING: Location '[^']*' is ignored: it is neither a file nor a directory\.$" \
-    || true)
+warnings=$(build_warnings "$log")
 if [ -n "$warnings" ]; then
     printf '%s\n' "$warnings" >&2
     fail "the build warned (above; full log: $log)"

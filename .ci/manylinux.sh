@@ -22,6 +22,8 @@
 # build; default: a temporary venv), MANYLINUX_GLIBC (default 2.17).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=.ci/build_warnings.sh
+. .ci/build_warnings.sh
 sdist=${1:?usage: bash .ci/manylinux.sh SDIST OUTDIR [PYTHON ...]}
 out=${2:?usage: bash .ci/manylinux.sh SDIST OUTDIR [PYTHON ...]}
 shift 2
@@ -67,9 +69,7 @@ for py in "${pythons[@]}"; do
         tail -40 "$log" >&2
         fail "the build for CPython $pyv failed (log: $log)"
     fi
-    warnings=$(grep -iE "warn|deprecat" "$log" \
-        | grep -vE "^ *WARNING: Location '[^']*' is ignored: it is neither a file nor a directory\.$" \
-        || true)
+    warnings=$(build_warnings "$log")
     if [ -n "$warnings" ]; then
         printf '%s\n' "$warnings" >&2
         fail "the build for CPython $pyv warned (log: $log)"
