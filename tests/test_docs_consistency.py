@@ -423,6 +423,9 @@ def _prose():
         ("the assumed single-run spread", r"\bassumed (?:run-to-run spread of |spread of |single-run spread of )?\**(\d+)%%?", spread, 6),
         ("the assumed single-run spread", r"\ban assumed\s+\**(\d+)%", spread, 2),
         ("the assumed single-run spread", r"`SHP_ASSUMED_RUN_SPREAD` = (0\.\d+)", n.ASSUMED_RUN_SPREAD, 1),
+        ("the assumed single-run spread", r"at least (\d+)% for a single run", spread, 1),
+        ("the assumed single-run spread", r"'assumed' \((\d+)%\)", spread, 1),
+        ("the busy floor of the rerun interval", r"'assumed busy' \((\d+)%", busy, 1),
         ("the busy floor of the rerun interval", r"(\d+)% when the run start(?:ed|s) on a busy machine", busy, 2),
         ("the busy floor of the rerun interval", r"allows? (?:at least )?(?:the )?(\d+)% between runs", busy, 2),
         ("the default margin", r"margin\S* \(default \**(\d+)%", margin, 1),
@@ -451,7 +454,8 @@ def _prose():
 
 
 def prose_files():
-    files = PAGES + sorted((ROOT / "src").rglob("*.py"))
+    # the pages, and the help texts: the package's docstrings and the C's (help(_native.x))
+    files = PAGES + sorted((ROOT / "src").rglob("*.py")) + sorted(ROOT.glob("csrc/*.c"))
     return [(f, f.read_text(encoding="utf-8")) for f in files]
 
 
