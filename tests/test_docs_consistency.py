@@ -449,6 +449,7 @@ def _prose():
         ("the gate's history", r"from the last (\d+) of them", gate.HISTORY_RUNS, 1),
         ("a calibration's processes", r"N fresh interpreters per workload, default (\d+)", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("a calibration's processes", r"\(default (\d+)\) per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
+        ("a calibration's processes", r"--calibrate` \((\d+) fresh interpreters per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("the assumed LLC", r"else (\d+) MiB is assumed", n.LLC_ASSUMED_BYTES / 2 ** 20, 1),
     ]
 
