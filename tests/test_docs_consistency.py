@@ -29,6 +29,7 @@ import inspect
 import math
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -243,7 +244,9 @@ PYTEST_HEADING = "## Benchmarks in your test suite (pytest plugin)"
 def plugin_options():
     from _pytest.config.argparsing import Parser
 
-    parser = Parser()
+    with warnings.catch_warnings():      # a private class: its deprecation notice is noise
+        warnings.simplefilter("ignore", pytest.PytestDeprecationWarning)
+        parser = Parser()
     options.add_options(parser)
     return {n: o for o in parser.getgroup("benchmark").options for n in o.names()
             if n.startswith("--")}
