@@ -38,7 +38,7 @@ def version():
 # rendering, Python types, the run, the module.
 SOURCES = [
     "clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
-    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c",
+    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c", "constants.c",
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c",
     "flags.c", "cells.c", "table.c",

@@ -82,7 +82,8 @@ def machine():
     except ImportError:
         npv = "-"
     return {
-        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit(),
         "nproc": avail,
         "cpu": model,
         "kernel": platform.release(),
@@ -91,10 +92,33 @@ def machine():
     }
 
 
+def commit():
+    """The tree measured: the short commit, "+ changes" when the work tree differs from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    if not head:
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (" + uncommitted changes" if dirty else "")
+
+
+def load_average():
+    """The 1-minute load average (NaN where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return float("nan")
+
+
 def machine_line():
     m = machine()
     return (f"{m['date']}; nproc {m['nproc']}; {m['cpu']}; Linux {m['kernel']}; "
-            f"Python {m['python']}; NumPy {m['numpy']}")
+            f"Python {m['python']}; NumPy {m['numpy']}; {m['commit']}; "
+            f"load average {load_average():.2f}")
 
 
 class Figure:

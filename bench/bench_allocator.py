@@ -1,6 +1,6 @@
 """Allocator state decides the number: the demo pipeline with and without page faults.
 
-    python bench/bench_allocator.py            # 3 rounds x 3 variants, about 1 minute
+    python bench/bench_allocator.py            # 3 rounds x 3 variants of fresh processes
     python bench/bench_allocator.py --quick
 
 The CLI's demo workload (np.clip(frame * 1.5, 0, 1) > 0.6 on a 1x3x480x640 float32

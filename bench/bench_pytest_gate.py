@@ -12,7 +12,7 @@ there is a false failure), slow_k against base_k does 1.5x the work (a failure t
 a detection).  The same pairs are also judged by pytest-benchmark's raw rule (median
 ratio > 1.10) for contrast.
 
-    python bench/bench_pytest_gate.py              # N = 20: ~4 min on a 2-core VM
+    python bench/bench_pytest_gate.py              # N = 20 (inner pytest runs: minutes)
     python bench/bench_pytest_gate.py --pairs 10 --max-time 0.2 --json gate.json
     python bench/bench_pytest_gate.py --pairs 100 --json gate.json --keep runs/  # docs/guide.md
 

@@ -1,6 +1,6 @@
 """How well the pytest plugin's machine-speed reference tracks a benchmark across runs.
 
-    python bench/bench_reference.py            # 16 fresh processes, about 40 s
+    python bench/bench_reference.py            # 16 fresh processes
     python bench/bench_reference.py --runs 30
 
 Each fresh interpreter times the three benchmarks of bench_pytest_gate.py's suite (a

@@ -1,6 +1,6 @@
 """Verdict rates across separate runs: identical code, and a real ~1.3x slowdown.
 
-    python bench/bench_verdicts.py            # 40 fresh processes, about 4 minutes here
+    python bench/bench_verdicts.py            # 40 fresh processes (~4.5 min at load 1.0-1.3)
     python bench/bench_verdicts.py --quick    # 4 processes (smoke test)
 
 The workload is the issue's NumPy pipeline, np.clip(a * 1.5, 0, 1) > 0.6 on a

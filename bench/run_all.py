@@ -1,8 +1,11 @@
 """Run every performance figure and print it next to its target.
 
-    python bench/run_all.py            # full sizes: about 2 minutes on 2 cores
-    python bench/run_all.py --quick    # tiny sizes, under a minute: CI smoke test
+    python bench/run_all.py            # full sizes: minutes (the last run's time is in
+                                       # docs/performance.md's headline block)
+    python bench/run_all.py --quick    # tiny sizes: the CI smoke test
     python bench/run_all.py --only bias,summary
+    python bench/run_all.py --update-doc docs/performance.md   # the docs' headline table
+                                       # (with --quick the block says it holds quick sizes)
 
 Each figure is a ratio or a count measured side by side in one process or
 one run, the median of several interleaved rounds (see bench/_common.py).
@@ -11,6 +14,11 @@ measurements, not tests); 1 when one crashed (its traceback is printed and
 the others still run).  `--fail-on callgrind` also makes a MISS of the named
 benchmarks an error: for instruction counts, which load does not move, so a
 MISS there is a regression and not noise (CI uses it).
+
+`--update-doc FILE` writes this run's table, with the command, the machine, the load
+average before and after and the counts, between the headline-table markers of FILE
+(bench/_docblock.py); only a run of every benchmark may write it, and a --quick run's
+block says that its figures are the smoke sizes'.
 """
 import argparse
 import importlib
@@ -19,7 +27,8 @@ import time
 import traceback
 
 import _common  # noqa: F401  (sets the BLAS thread variables before numpy loads)
-from _common import Figure, machine_line, print_figures
+import _docblock
+from _common import Figure, load_average, machine, machine_line, print_figures
 
 BENCHES = [
     ("bias", "bench_bias"),
@@ -49,6 +58,9 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma-separated subset: "
                    + ",".join(k for k, _ in BENCHES))
     p.add_argument("--markdown", metavar="FILE", help="also write the figure table to FILE")
+    p.add_argument("--update-doc", metavar="FILE",
+                   help="write this run's table between the headline-table markers of FILE "
+                        "(docs/performance.md); every benchmark (no --only)")
     p.add_argument("--fail-on", default="", metavar="LIST",
                    help="exit 1 when a figure of these benchmarks is a MISS (use it for the "
                         "deterministic ones: callgrind)")
@@ -58,11 +70,21 @@ def main(argv=None):
     unknown = (only | fail_on) - {k for k, _ in BENCHES}
     if unknown:
         p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    if a.update_doc and only:
+        p.error("--update-doc writes the docs' headline table: every benchmark "
+                "(no --only)")
+    if a.update_doc:
+        try:
+            with open(a.update_doc, encoding="utf-8") as f:
+                _docblock.replace_in(f.read(), "")      # the markers are there: fail now
+        except (OSError, ValueError) as e:
+            p.error(f"--update-doc {a.update_doc}: {e}")
 
     _common.ensure_importable()
     header = machine_line()
     cmd = "python bench/run_all.py" + (" --quick" if a.quick else "") + \
         (f" --only {a.only}" if a.only else "")
+    load_before = load_average()
     print(f"# spatialhub.utils.profiling performance figures\n\n{header}\n`{cmd}`")
     figs, crashed, gated, t_all = [], [], [], time.perf_counter()
     for key, mod in BENCHES:
@@ -80,6 +102,7 @@ def main(argv=None):
             figs.append(Figure(key, "benchmark crashed", "-", "-", False))
         print(f"\n({key}: {time.perf_counter() - t:.1f} s)", flush=True)
     total = time.perf_counter() - t_all
+    load_after = load_average()
     figs.sort(key=_order)
     print_figures(figs, title=f"All figures ({total:.0f} s{', quick sizes' if a.quick else ''})")
     n_pass = sum(f.ok is True for f in figs)
@@ -92,6 +115,20 @@ def main(argv=None):
             f.write("| bench | figure | measured | target | |\n| :--- | :--- | ---: | :--- | :--- |\n")
             for fig in figs:
                 f.write(f"| {fig.bench} | {fig.what} | {fig.value} | {fig.target} | {fig.verdict} |\n")
+    if a.update_doc and not crashed:
+        from spatialhub.utils.profiling._native import BUSY_LOAD_PER_CPU
+        m = machine()
+        busy = max(load_before, load_after) - 1.0 > BUSY_LOAD_PER_CPU * m["nproc"]
+        body = _docblock.render(figs, command=cmd, seconds=total, machine=m,
+                                load_before=load_before, load_after=load_after, busy=busy,
+                                busy_limit=BUSY_LOAD_PER_CPU, quick=a.quick)
+        with open(a.update_doc, encoding="utf-8") as f:
+            text = f.read()
+        with open(a.update_doc, "w", encoding="utf-8") as f:
+            f.write(_docblock.replace_in(text, body))
+        print(f"\nwrote the headline table into {a.update_doc}")
+    elif a.update_doc:
+        print(f"\n{a.update_doc} not updated: a benchmark crashed")
     for fig in gated:
         print(f"MISS in a gated benchmark (--fail-on): {fig.bench}: {fig.what}: {fig.value} "
               f"(target {fig.target})")

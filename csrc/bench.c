@@ -29,8 +29,6 @@ typedef struct {
     double run_spread;                /* run_spread= for the rerun interval; < 0: none */
 } bench_opts;
 
-#define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
-#define SHP_ADAPTIVE_DEFAULT_TIME_S 30.0
 #define SHP_OVERHEAD_ITERS 2000
 #define SHP_OVERHEAD_WARMUP 50
 
@@ -269,7 +267,7 @@ diagnose(const shp_Stats *s, const shp_preflight *pf, double overhead_ns, shp_di
     if (shp_stats_diagnose_stability(s, d) < 0)
         return -1;
     double res = (double)shp_clock_resolution_ns();
-    if (s->median_ms * 1e6 < 20.0 * res) {
+    if (s->median_ms * 1e6 < SHP_COARSE_TIMER_FACTOR * res) {
         shp_diag_cause(d, SHP_CAUSE_COARSE_TIMER);
         if (shp_diag_number(d, "timer_resolution_ns", res) < 0 ||
             shp_diag_number(d, "median_ms", s->median_ms) < 0)

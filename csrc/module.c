@@ -399,6 +399,8 @@ shp_exec(PyObject *m)
         return -1;
     if (PyModule_AddIntConstant(m, "ADAPTIVE_MIN_SAMPLES", SHP_ADAPTIVE_MIN_SAMPLES) < 0)
         return -1;
+    if (shp_constants_add(m) < 0)
+        return -1;
     if (PyModule_AddStringConstant(m, "__version__", SHP_VERSION) < 0)
         return -1;
     if (shp_cuda_register_at_fork(m) < 0)

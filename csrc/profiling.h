@@ -24,6 +24,7 @@
  *     cachecold.c the CPU's last-level cache: its size, evicting it
  *     nvml.c      NVML loaded at run time: clocks, throttling, power, processes
  *     cudatime.c  GPU time by CUDA events, the L2 flush (calls only cuda.c)
+ *     constants.c the documented defaults and thresholds, as module constants
  *  1. computation -- pure functions on C arrays or strings
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
@@ -58,7 +59,7 @@
  *
  * Where a new concern goes: docs/decisions.md ("Layers").
  *
- * Conventions (see STYLE.md): functions that can fail return 0 / -1 (or NULL)
+ * Conventions (docs/design.md, "How the C reads"): functions that can fail return 0 / -1 (or NULL)
  * with a Python exception set, unless their comment says otherwise.  Times
  * are integer nanoseconds inside the extension; milliseconds only at the
  * edges (the sample buffer is converted once, when the summary is made).
@@ -230,6 +231,8 @@ int64_t shp_malloc_raise_threshold(int64_t bytes);
 #define SHP_FAULTS_WARN 256.0
 /* A median under this many times the harness's own floor is overhead-dominated. */
 #define SHP_OVERHEAD_FACTOR 100.0
+/* A median under this many times the clock's resolution: the timer is coarse for it. */
+#define SHP_COARSE_TIMER_FACTOR 20.0
 /* host_share above this: launch-bound (the GPU had little left when the call returned). */
 #define SHP_LAUNCH_BOUND 0.8
 
@@ -755,6 +758,15 @@ void shp_nvml_reason_names(unsigned long long mask, char *buf, size_t n);
 /* nvmlShutdown once loaded (module teardown). */
 void shp_nvml_teardown(shp_state *st);
 
+/* ---- constants.c: the documented defaults and thresholds ---------------- */
+
+/* Add every default and threshold that docs/ and help texts state to module m
+ * as a module constant (_native.ASSUMED_RUN_SPREAD, _native.PAGE_FAULTS_WARN,
+ * ...; the list is docs/design.md's "Defaults and thresholds").  The values
+ * are the macros the code uses, so a help string formatted from the constant
+ * and tests/test_docs_consistency.py cannot drift from them.  0 / -1. */
+int shp_constants_add(PyObject *m);
+
 /* ---- summary.c ---------------------------------------------------------- */
 
 typedef struct {
@@ -1021,6 +1033,11 @@ void shp_judge_reason(const char *verdict, double ratio, double lo, double hi, d
 #define SHP_STAB_DRIFT_T 4.0        /* ... and |t| of that slope */
 #define SHP_STAB_IQR 0.10           /* IQR / median */
 #define SHP_STAB_TAIL 2.0           /* p95 / median: over 5% of calls at 2x the median */
+#define SHP_STAB_MODES_N 200        /* from this many samples the mode test uses SHP_STAB_MODES_D */
+#define SHP_STAB_MIN_MODE_N 40      /* no mode test below this */
+#define SHP_STAB_MIN_FRAC 0.05      /* each group of a split: at least 5% of the samples */
+#define SHP_STAB_MODE_SEP 0.10      /* modes 10% apart at least, or they do not matter */
+#define SHP_STAB_MIN_NOISY_N 10     /* fewer samples say nothing about the spread */
 
 typedef struct {
     double cv;              /* std / mean; NaN when mean <= 0 */
@@ -1540,6 +1557,8 @@ shp_sync_call(shp_sync *p, int64_t *t_after)
  * the median's CI is [min, max] (zero wide at n = 1); at 10 it is
  * [x(2), x(9)].  Exported as _native.ADAPTIVE_MIN_SAMPLES. */
 #define SHP_ADAPTIVE_MIN_SAMPLES 10
+#define SHP_ADAPTIVE_MAX_SAMPLES 10000000       /* 80 MB of samples */
+#define SHP_ADAPTIVE_DEFAULT_TIME_S 30.0        /* max_time_s of an adaptive run */
 #define SHP_PROGRESS_PERIOD_NS 100000000LL      /* 0.1 s between redraws */
 #define SHP_PROGRESS_DECIDE_NS 500000000LL      /* auto mode decides after 0.5 s */
 

@@ -31,10 +31,6 @@
 #include <string.h>
 
 #define SHP_STAB_MAX_SORT 1000     /* the mode test looks at a subsample above this */
-#define SHP_STAB_MIN_MODE_N 40
-#define SHP_STAB_MIN_FRAC 0.05     /* each group of a split: at least 5% of the samples */
-#define SHP_STAB_MODE_SEP 0.10     /* modes 10% apart at least, or they do not matter */
-#define SHP_STAB_MIN_NOISY_N 10    /* fewer samples say nothing about the spread */
 
 /* Slope of the consecutive block medians: relative change over the run, t. */
 static void
@@ -150,7 +146,7 @@ shp_stability_compute(const double *x, Py_ssize_t n, double *scratch, const shp_
     mode_test(x, n, out);
 
     double rel_iqr = sm->median > 0.0 ? (sm->q3 - sm->q1) / sm->median : NAN;
-    double dmax = n >= 200 ? SHP_STAB_MODES_D : SHP_STAB_MODES_D_SMALL;
+    double dmax = n >= SHP_STAB_MODES_N ? SHP_STAB_MODES_D : SHP_STAB_MODES_D_SMALL;
     out->multimodal = !isnan(out->modes_d) && out->modes_d > dmax &&
                       out->mode_high > (1.0 + SHP_STAB_MODE_SEP) * out->mode_low;
     out->drifting = !isnan(out->drift) && fabs(out->drift) > SHP_STAB_DRIFT &&

@@ -1,4 +1,4 @@
-"""benchmark_callable follows the timing protocol of DESIGN.md to the letter."""
+"""benchmark_callable follows the timing protocol of docs/design.md to the letter."""
 import gc
 import statistics
 import sys

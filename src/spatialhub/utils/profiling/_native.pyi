@@ -30,6 +30,37 @@ def suppressed_warnings() -> dict[str, int]: ...
 
 ADAPTIVE_MIN_SAMPLES: int  # target_rel_ci is never judged on fewer samples
 __version__: str  # the version the core was built as (_version.py)
+# The documented defaults and thresholds (csrc/constants.c; docs/design.md lists them)
+DEFAULT_MARGIN: float
+ASSUMED_RUN_SPREAD: float
+ASSUMED_BUSY_RUN_SPREAD: float
+BUSY_CPU_SHARE: float
+BUSY_LOAD_PER_CPU: float
+PAGE_FAULTS_WARN: float
+OVERHEAD_FACTOR: float
+COARSE_TIMER_FACTOR: float
+LAUNCH_BOUND_HOST_SHARE: float
+GPU_CLOCK_MOVE: float
+SETTLE_TOL: float
+SETTLE_WARN: float
+NOISY_IQR: float
+NOISY_P95: float
+DRIFT: float
+DRIFT_T: float
+MODES_D: float
+MODES_D_SMALL: float
+MODE_SEPARATION: float
+MODE_MIN_SHARE: float
+ADAPTIVE_DEFAULT_TIME_S: float
+ADAPTIVE_MAX_SAMPLES: int
+SETTLE_MIN_TIMED: int
+SETTLE_MAX_TAIL: int
+BLOCKS_MAX: int
+BLOCK_MIN_SAMPLES: int
+MODES_N: int
+MODE_MIN_SAMPLES: int
+NOISY_MIN_SAMPLES: int
+LLC_ASSUMED_BYTES: int
 
 class BenchmarkInterrupted(KeyboardInterrupt):
     stats: "BenchmarkStats"

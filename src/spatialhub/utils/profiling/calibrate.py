@@ -32,6 +32,8 @@ from . import _native
 __all__ = ["calibrate_run_spread", "machine_run_spread", "forget_run_spread", "cache_dir"]
 
 _FILE = "run_spread.json"
+#: fresh interpreters per workload of a calibration (spatialhub-bench --calibrate)
+DEFAULT_PROCESSES = 20
 
 
 def cache_dir():
@@ -131,7 +133,7 @@ def _pipeline_work(frame):
     return np.clip(frame * 1.5, 0.0, 1.0) > 0.6
 
 
-def calibrate_run_spread(processes=20, *, save=False, num_iters=300):
+def calibrate_run_spread(processes=DEFAULT_PROCESSES, *, save=False, num_iters=300):
     """Measure the between-run spread of this machine; a dict, remembered if ``save``.
 
     ``processes`` fresh interpreters (>= 5) per workload, alternating the two workloads

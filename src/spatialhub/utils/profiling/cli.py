@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -17,12 +18,23 @@ import warnings
 
 import numpy as np
 
+from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
+from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+
 PROG = "spatialhub-bench"
+
+# The defaults this command applies, in one place: the help texts are formatted from
+# them, and tests/test_docs_consistency.py holds docs/guide.md's option table to them.
+WARMUP = inspect.signature(benchmark_callable).parameters["num_warmup"].default
+ITERS = inspect.signature(benchmark_callable).parameters["num_iters"].default
+DEMO_WARMUP = 5            # the demo: the seed's example, 5 warm-up calls
+DEMO_ITERS = ITERS
+TORCH_ITERS = 100          # a torch module: profile_model's default
 
 EPILOG = f"""\
 modes (pick at most one; none runs the demo):
   (no mode)              the demo: a NumPy image pipeline on a 1x3x480x640 float32
-                         frame, 5 warm-up + 50 timed iterations
+                         frame, {DEMO_WARMUP} warm-up + {DEMO_ITERS} timed iterations
   --callable MOD:ATTR    any callable, called with one random array per --args-shape;
                          a torch.nn.Module goes through profile_model (eval mode,
                          inference_mode, device sync)
@@ -60,6 +72,11 @@ exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command li
 
 class CliError(Exception):
     """A failure worth one line on stderr and exit status 1."""
+
+
+def _pct(fraction):
+    """0.15 -> '15' (a percentage as the help texts write it)."""
+    return f"{100 * fraction:g}"
 
 
 def _positive_int(text):
@@ -135,11 +152,13 @@ def build_parser():
     mode.add_argument("--onnx", metavar="PATH", help="ONNX model file to time with ONNX Runtime")
     mode.add_argument("--compare", nargs=2, metavar=("BASELINE.json", "CANDIDATE.json"),
                       help="compare two results saved with --json")
-    mode.add_argument("--calibrate", nargs="?", const=20, type=_positive_int, metavar="N",
+    mode.add_argument("--calibrate", nargs="?", const=CALIBRATE_PROCESSES, type=_positive_int,
+                      metavar="N",
                       help="measure how far separate runs of identical code move apart on "
-                           "this machine (N fresh interpreters per workload, default 20, "
-                           "about 40 s) and remember it in the user's cache: single runs' "
-                           "rerun intervals then use it instead of the assumed 15%%")
+                           f"this machine (N fresh interpreters per workload, default "
+                           f"{CALIBRATE_PROCESSES}) and remember it in the user's cache: single "
+                           "runs' rerun intervals then use it instead of the assumed "
+                           f"{_pct(ASSUMED_RUN_SPREAD)}%%")
 
     run = p.add_argument_group("what to run")
     run.add_argument("--args-shape", metavar="SHAPE", type=_int_list, action="append",
@@ -157,9 +176,10 @@ def build_parser():
 
     opts = p.add_argument_group("benchmark options")
     opts.add_argument("--warmup", type=_nonnegative_int, metavar="N",
-                      help="untimed warm-up calls (default 5 for the demo, else 10)")
+                      help=f"untimed warm-up calls (default {DEMO_WARMUP} for the demo, "
+                           f"else {WARMUP})")
     opts.add_argument("--iters", type=_positive_int, metavar="N",
-                      help="timed calls (default 50; 100 for a torch module)")
+                      help=f"timed calls (default {ITERS}; {TORCH_ITERS} for a torch module)")
     opts.add_argument("--device", help="device label: CPU, CUDA, cuda:1, mps (default CPU); "
                                        "a CUDA device gets the native cuCtxSynchronize around each call")
     opts.add_argument("--name", help="label of the result in the table")
@@ -177,7 +197,8 @@ def build_parser():
     gate = p.add_argument_group("comparison (--compare)")
     gate.add_argument("--margin", type=_percent, metavar="PCT",
                       help="practical-equivalence margin in percent: smaller differences count "
-                           "as the same (default 5, or PCT of --fail-if-slower)")
+                           f"as the same (default {_pct(DEFAULT_MARGIN)}, or PCT of "
+                           "--fail-if-slower)")
     gate.add_argument("--fail-if-slower", type=_percent, metavar="PCT",
                       help="exit with status 3 when a verdict is 'slower' by more than PCT "
                            "percent (a CI regression gate; 'inconclusive' does not fail)")
@@ -185,8 +206,9 @@ def build_parser():
                       help="run-to-run spread of identical code on this machine, in percent "
                            "(std of log run medians: a --processes run's JSON has it as "
                            "run_spread, a fraction: 0.03 there is 3 here), for results "
-                           "without repetitions (default: assumed 15%%, what separate runs "
-                           "showed on a shared 2-core VM)")
+                           "without repetitions (default: assumed "
+                           f"{_pct(ASSUMED_RUN_SPREAD)}%%, what separate runs showed on a "
+                           "shared 2-core VM)")
 
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
@@ -294,8 +316,8 @@ def _run_demo(a):
     stats = _bench(a)(
         process_pipeline, frame, threshold=0.6,
         name=a.name or "ImagePreprocessor", device=a.device or "CPU",
-        num_warmup=5 if a.warmup is None else a.warmup,
-        num_iters=a.iters or 50, **_bench_kw(a),
+        num_warmup=DEMO_WARMUP if a.warmup is None else a.warmup,
+        num_iters=a.iters or DEMO_ITERS, **_bench_kw(a),
     )
     title = a.title or "Demo: process_pipeline on a 1x3x480x640 float32 frame"
     return [stats], title, None
@@ -351,7 +373,7 @@ def _run_callable(a):
             raise CliError("a torch module needs exactly one --args-shape (its input shape)")
         result = profile_model(
             target, shapes[0], device=(a.device or "cpu").lower(),
-            warmup=10 if a.warmup is None else a.warmup, iters=a.iters or 100,
+            warmup=WARMUP if a.warmup is None else a.warmup, iters=a.iters or TORCH_ITERS,
             batch_sizes=a.batch_sizes, dtype=None if a.dtype == "float32" else a.dtype,
             name=name, **kw)
         if a.batch_sizes:
@@ -370,8 +392,8 @@ def _run_callable(a):
             for s in shapes]
     stats = _bench(a)(_Target(a.target, target) if a.processes else target, *args,
                       name=name, device=a.device or "CPU",
-                               num_warmup=10 if a.warmup is None else a.warmup,
-                               num_iters=a.iters or 50, **kw)
+                               num_warmup=WARMUP if a.warmup is None else a.warmup,
+                               num_iters=a.iters or ITERS, **kw)
     return [stats], a.title, None
 
 
@@ -387,8 +409,8 @@ def _run_onnx(a):
     providers = [p for p in (a.providers or "CPU").split(",") if p.strip()]
     result = benchmark_onnx(a.onnx, providers=providers, name=a.name,
                             input_dims=dict(a.input_dim or []),
-                            warmup=10 if a.warmup is None else a.warmup,
-                            iters=a.iters or 50, **_bench_kw(a))
+                            warmup=WARMUP if a.warmup is None else a.warmup,
+                            iters=a.iters or ITERS, **_bench_kw(a))
     return list(result), a.title, None
 
 
@@ -418,7 +440,7 @@ def _compare(a):
         raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
                        f"--compare pairs them in order")
     margin = a.margin if a.margin is not None else \
-        a.fail_if_slower if a.fail_if_slower is not None else 5.0
+        a.fail_if_slower if a.fail_if_slower is not None else 100 * DEFAULT_MARGIN
     spread = {} if a.run_spread is None else {"run_spread": a.run_spread / 100}
     comparisons = [compare_benchmarks(b, c, margin=margin / 100, **spread)
                    for b, c in zip(base, cand)]
@@ -518,7 +540,8 @@ def _calibrate(a):
         f"Remembered: {100 * e['run_spread']:.1f}% over {e['processes']} processes per "
         f"workload ({e['when']}, {load}) in {e['path']}.",
         "Single runs' rerun intervals on this machine use it from now on; "
-        "forget_run_spread() or deleting the file brings back the assumed 15%."]))
+        "forget_run_spread() or deleting the file brings back the assumed "
+        f"{_pct(ASSUMED_RUN_SPREAD)}%."]))
     return 0
 
 

@@ -41,7 +41,10 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .._native import DEFAULT_MARGIN
+
 __all__ = ["Verdict", "judge", "judge_mean", "RESAMPLES", "MIN_MEASURED_SPREAD",
+           "MIN_SPREAD_RUNS", "HISTORY_RUNS",
            "run_spread_of", "t975", "FailRule", "Check", "parse_fail_rule", "check",
            "FIELDS", "ALLOWED_FIELDS"]
 
@@ -66,6 +69,10 @@ Z95 = 1.959963984540054
 # A between-run spread measured from a handful of saved runs is never taken below this:
 # three runs that happen to agree must not make the gate trigger-happy.
 MIN_MEASURED_SPREAD = 0.05
+# The spread is measured from the saved runs once there are this many (fewer: the
+# single-run assumption, ASSUMED_RUN_SPREAD), from the last HISTORY_RUNS of them.
+MIN_SPREAD_RUNS = 3
+HISTORY_RUNS = 10
 
 
 @dataclass(frozen=True)
@@ -92,9 +99,9 @@ def t975(df):
 
 
 def run_spread_of(medians):
-    """Std of the log of the medians of separate runs, or None under 3 runs."""
+    """Std of the log of the medians of separate runs, or None under MIN_SPREAD_RUNS runs."""
     logs = [math.log(m) for m in medians if m and m > 0]
-    if len(logs) < 3:
+    if len(logs) < MIN_SPREAD_RUNS:
         return None
     mean = sum(logs) / len(logs)
     return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
@@ -126,7 +133,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         scaled = _stats_from_samples(candidate.samples_ms / machine_factor)
         scaled.name = candidate.name
         candidate = scaled
-    measured = run_spread is not None and spread_runs is not None and spread_runs >= 3
+    measured = (run_spread is not None and spread_runs is not None
+                and spread_runs >= MIN_SPREAD_RUNS)
     if measured:
         spread = max(float(run_spread), MIN_MEASURED_SPREAD) * t975(spread_runs - 1) / Z95
         basis = f"run-to-run spread from {spread_runs} saved runs"
@@ -135,8 +143,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         spread = math.hypot(float(run_spread), extra / math.sqrt(2))
         basis = "run-to-run spread given"
     else:
-        spread = None      # compare_benchmarks' own assumption for single runs (15%)
-        basis = "under 3 saved runs: no spread measured yet"
+        spread = None      # compare_benchmarks' own assumption for single runs
+        basis = f"under {MIN_SPREAD_RUNS} saved runs: no spread measured yet"
     # margin and run_spread must lie in [0, 1): a threshold of 150% still fails only
     # beyond 2.5x (the ratio test below), with the widest margin it accepts
     kw = {"margin": min(threshold, 0.99)} if threshold is not None else {}
@@ -266,7 +274,7 @@ def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
     q = t975(df) * se
     lo = min(ratio * v.ci_low / v.ratio, ratio * math.exp(-q))
     hi = max(ratio * v.ci_high / v.ratio, ratio * math.exp(q))
-    margin = min(threshold, 0.99) if threshold is not None else 0.05
+    margin = min(threshold, 0.99) if threshold is not None else DEFAULT_MARGIN
     up, down = 1.0 + margin, 1.0 / (1.0 + margin)
     if lo > 1.0 and ratio > up:
         verdict = "slower"

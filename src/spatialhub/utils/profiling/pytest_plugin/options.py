@@ -14,7 +14,8 @@ import time
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from .gate import ALLOWED_FIELDS, parse_fail_rule
+from .._native import ASSUMED_RUN_SPREAD
+from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
            "ALLOWED_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
@@ -312,8 +313,9 @@ def add_options(parser):
              "around every timed call. Default: 'CPU'")
     add("--benchmark-run-spread", metavar="PCT", type=parse_spread, default=None,
         help="(spatialhub) Run-to-run spread of identical code for the gate, e.g. 3%%. "
-             "Default: measured from the last 10 saved runs when there are 3 or more, "
-             "else the 15%% a single run is assumed to move")
+             f"Default: measured from the last {HISTORY_RUNS} saved runs when there are "
+             f"{MIN_SPREAD_RUNS} or more, else the {100 * ASSUMED_RUN_SPREAD:g}%% a single "
+             "run is assumed to move")
     add("--benchmark-reference", choices=("auto", "off"), default="auto",
         help="(spatialhub) auto: time a fixed reference workload beside each CPU "
              "benchmark and take the machine's own speed change out of comparisons; "

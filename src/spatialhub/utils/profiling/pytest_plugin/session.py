@@ -13,6 +13,7 @@ import pytest
 
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
+from .gate import HISTORY_RUNS as _HISTORY_RUNS
 from .gate import check, judge, run_spread_of
 from .logger import Logger
 from .options import DEFAULT_COLUMNS, first_or, load_timer, timer_name
@@ -22,7 +23,7 @@ XDIST_WARNING = ("Benchmarks are automatically disabled because xdist plugin is 
 
 
 class BenchmarkSession:
-    HISTORY_RUNS = 10
+    HISTORY_RUNS = _HISTORY_RUNS
 
     def __init__(self, config):
         self.config = config

@@ -1,0 +1,83 @@
+/*
+ * constants.c -- the defaults and thresholds that users read about, as module
+ * constants of _native.
+ *
+ * Docs and help texts state these numbers (an assumed 15% between runs, a 5%
+ * margin, a warning above 256 page faults a call, ...).  Written down by hand
+ * they drift from the code (issue 26 found several that had); exported from
+ * the very macros the code uses, a help string is formatted from the value
+ * and tests/test_docs_consistency.py holds docs/ to it.  One table, one loop:
+ * a new constant is one line here and one row in docs/design.md.
+ *
+ * A leaf: calls no other file of ours.
+ */
+#include "profiling.h"
+
+typedef struct {
+    const char *name;
+    double value;
+} shp_real_constant;
+
+typedef struct {
+    const char *name;
+    long value;
+} shp_int_constant;
+
+static const shp_real_constant reals[] = {
+    /* verdicts and rerun intervals (verdict.c; docs/statistics.md) */
+    {"DEFAULT_MARGIN", SHP_DEFAULT_MARGIN},
+    {"ASSUMED_RUN_SPREAD", SHP_ASSUMED_RUN_SPREAD},
+    {"ASSUMED_BUSY_RUN_SPREAD", SHP_ASSUMED_BUSY_RUN_SPREAD},
+    /* a busy machine (env.c; docs/methodology.md, preflight) */
+    {"BUSY_CPU_SHARE", SHP_BUSY_SHARE},
+    {"BUSY_LOAD_PER_CPU", SHP_BUSY_LOAD},
+    /* the warnings' thresholds (flags.c, bench.c, extras.c; docs/statistics.md) */
+    {"PAGE_FAULTS_WARN", SHP_FAULTS_WARN},
+    {"OVERHEAD_FACTOR", SHP_OVERHEAD_FACTOR},
+    {"COARSE_TIMER_FACTOR", SHP_COARSE_TIMER_FACTOR},
+    {"LAUNCH_BOUND_HOST_SHARE", SHP_LAUNCH_BOUND},
+    {"GPU_CLOCK_MOVE", SHP_NVML_CLOCK_MOVE},
+    {"SETTLE_TOL", SHP_SETTLE_TOL},
+    {"SETTLE_WARN", SHP_SETTLE_WARN},
+    /* the stability label (stability.c) */
+    {"NOISY_IQR", SHP_STAB_IQR},
+    {"NOISY_P95", SHP_STAB_TAIL},
+    {"DRIFT", SHP_STAB_DRIFT},
+    {"DRIFT_T", SHP_STAB_DRIFT_T},
+    {"MODES_D", SHP_STAB_MODES_D},
+    {"MODES_D_SMALL", SHP_STAB_MODES_D_SMALL},
+    {"MODE_SEPARATION", SHP_STAB_MODE_SEP},
+    {"MODE_MIN_SHARE", SHP_STAB_MIN_FRAC},
+    /* adaptive stopping (bench.c) */
+    {"ADAPTIVE_DEFAULT_TIME_S", SHP_ADAPTIVE_DEFAULT_TIME_S},
+};
+
+static const shp_int_constant ints[] = {
+    {"ADAPTIVE_MAX_SAMPLES", SHP_ADAPTIVE_MAX_SAMPLES},
+    {"SETTLE_MIN_TIMED", SHP_SETTLE_MIN_TIMED},
+    {"SETTLE_MAX_TAIL", SHP_SETTLE_MAX_TAIL},
+    {"BLOCKS_MAX", SHP_MAX_BLOCKS},
+    {"BLOCK_MIN_SAMPLES", SHP_MIN_BLOCK},
+    {"MODES_N", SHP_STAB_MODES_N},
+    {"MODE_MIN_SAMPLES", SHP_STAB_MIN_MODE_N},
+    {"NOISY_MIN_SAMPLES", SHP_STAB_MIN_NOISY_N},
+    {"LLC_ASSUMED_BYTES", (long)SHP_LLC_ASSUMED_BYTES},
+};
+
+int
+shp_constants_add(PyObject *m)
+{
+    for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
+        PyObject *v = PyFloat_FromDouble(reals[i].value);
+        if (v == NULL)
+            return -1;
+        if (PyModule_AddObject(m, reals[i].name, v) < 0) {   /* steals v on success */
+            Py_DECREF(v);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        if (PyModule_AddIntConstant(m, ints[i].name, ints[i].value) < 0)
+            return -1;
+    return 0;
+}
