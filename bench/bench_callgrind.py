@@ -34,7 +34,10 @@ from _common import Figure, ROOT, child_env, print_details, run_script
 
 # Ir per timed iteration of benchmark_callable(int) recorded on 2026-12-01
 # (--quick, branch i11; see docs/performance.md).  x86-64, CPython 3.11.7.
-RECORDED_IR_PER_ITER = 572.0  # issue 11 (565 and 579 in two --quick runs: the selection work
+RECORDED_IR_PER_ITER = 690.0  # issue 22's rerun interval (shp_stats_apply_rerun: ~105 Ir per
+# sample, its own column): 698 and 709 in two --quick runs on 2026-12-02 (an AMD EPYC), 665
+# and 702 in two more (the selection work depends on the timed values); loop + call + rest
+# ~415 (was 404).  572 before issue 22 -- issue 11 (565 and 579 in two --quick runs: the selection work
 # depends on the timed values): + the stability diagnostics (~58-63 Ir per sample) and
 # the lag-1 autocorrelation in the summary (~13); the loop + call part is unchanged (404).
 # 507 before issue 11; 524 before the branch-free selection in summary.c (02e5138)
@@ -115,8 +118,8 @@ def ir_per_iteration_pure(n1, n2, tmp):
 
 
 def ours_dumps(n1, n2, sizes, tmp):
-    """[(total Ir, inclusive shp_summarize Ir, inclusive shp_stability_compute Ir)] per
-    call: warm, n1, n2, sizes..."""
+    """[(total Ir, inclusive Ir of shp_summarize, shp_stability_compute and
+    shp_stats_apply_rerun)] per call: warm, n1, n2, sizes..."""
     extra = []
     for fn in OURS_FUNCS:   # (only one --toggle-collect is honoured; zero/dump are not)
         extra += [f"--zero-before={fn}", f"--dump-after={fn}"]
@@ -130,7 +133,8 @@ def ours_dumps(n1, n2, sizes, tmp):
         tot = _totals(path)
         if tot > 0:
             out.append((tot, _inclusive(path, "shp_summarize"),
-                        _inclusive(path, "shp_stability_compute")))
+                        _inclusive(path, "shp_stability_compute"),
+                        _inclusive(path, "shp_stats_apply_rerun")))
     if len(out) != 3 + len(sizes):
         raise RuntimeError(f"expected {3 + len(sizes)} callgrind dumps, got {len(out)} (are "
                            f"{', '.join(OURS_FUNCS)} still the entry points?)")
@@ -150,21 +154,23 @@ def run(quick=False):
         pure = None if quick else ir_per_iteration_pure(n1, n2, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    (t1, s1, b1), (t2, s2, b2) = d[1], d[2]
+    (t1, s1, b1, r1), (t2, s2, b2, r2) = d[1], d[2]
     ours = (t2 - t1) / (n2 - n1)
     summ = (s2 - s1) / (n2 - n1) if s1 is not None and s2 is not None else None
     stab = (b2 - b1) / (n2 - n1) if b1 is not None and b2 is not None else 0.0
+    rerun = (r2 - r1) / (n2 - n1) if r1 is not None and r2 is not None else 0.0
     rows = [("ours: benchmark_callable(int)", f"{ours:.1f}",
-             f"{summ:.1f}" if summ is not None else "-", f"{stab:.1f}",
-             f"{ours - summ - stab:.1f}" if summ is not None else "-")]
+             f"{summ:.1f}" if summ is not None else "-", f"{stab:.1f}", f"{rerun:.1f}",
+             f"{ours - summ - stab - rerun:.1f}" if summ is not None else "-")]
     if pure is not None:
-        rows.append(("pure-Python harness (int)", f"{pure:.1f}", "-", "-", "-"))
+        rows.append(("pure-Python harness (int)", f"{pure:.1f}", "-", "-", "-", "-"))
     print_details(f"5. callgrind Ir per timed iteration ((Ir(N={n2}) - Ir(N={n1})) / {n2 - n1})",
                   ["harness", "Ir / iteration", "of which shp_summarize",
-                   "of which shp_stability_compute", "loop + call + rest"],
+                   "of which shp_stability_compute", "of which shp_stats_apply_rerun",
+                   "loop + call + rest"],
                   rows)
     srows, per = [], {}
-    for n, (tot, sm, _) in zip(sizes, d[3:]):
+    for n, (tot, sm, _, _) in zip(sizes, d[3:]):
         per[n] = sm if sm is not None else tot
         srows.append((f"{n:,}", f"{tot:,}", f"{sm:,}" if sm else "-", f"{per[n] / n:.1f}"))
     print_details("4b. summary instruction counts (callgrind, _stats_from_samples)",
@@ -182,6 +188,8 @@ def run(quick=False):
                            f"{summ:.0f}", "-", None))
         figs.append(Figure("5 callgrind", "of which the stability diagnostics, Ir per sample",
                            f"{stab:.0f}", "-", None))
+        figs.append(Figure("5 callgrind", "of which the rerun interval, Ir per sample",
+                           f"{rerun:.0f}", "-", None))
     if pure is not None:
         figs.append(Figure("5 callgrind", "Ir per timed iteration, pure-Python harness (int)",
                            f"{pure:.0f} ({pure / ours:.1f}x ours)", "-", None))
