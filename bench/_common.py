@@ -6,6 +6,7 @@ shared and noisy, so absolute times move by 2x from one minute to the next
 while ratios of interleaved measurements hold.
 """
 import datetime
+import importlib.util
 import os
 import platform
 import statistics
@@ -55,6 +56,21 @@ def child_env():
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"
     return env
+
+
+def released_module():
+    """The released spatialhub 0.1.7's profiling.py, loaded from an unpacked wheel
+    (SPATIALHUB_RELEASED_DIR, as CI sets it), or None where it is not there."""
+    from pathlib import Path
+    root = Path(os.environ.get("SPATIALHUB_RELEASED_DIR", "/tmp/rel/whl"))
+    path = root / "spatialhub" / "utils" / "profiling.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("released_profiling", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["released_profiling"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def median(xs):

@@ -19,7 +19,6 @@ Each prints the median and the minor page faults per call (getrusage(RUSAGE_THRE
 read around the timed loop).  Quoted in docs/methodology.md ("Allocator state").
 """
 import json
-import os
 import sys
 
 import _common

@@ -117,7 +117,7 @@ def run(quick=False):
     return [
         Figure("2 memory", f"peak RSS growth, ours, {n:,} iterations", f"{g['ours']:.2f} MiB", tgt,
                g["ours"] <= budget),
-        Figure("2 memory", f"peak RSS growth, ours track_ram=False / pure-Python",
+        Figure("2 memory", "peak RSS growth, ours track_ram=False / pure-Python",
                f"{g['ours_noram']:.2f} / {g['pure']:.1f} MiB", "-", None),
         Figure("2 memory", f"whole-call wall time, ours / pure-Python, {n:,} iterations",
                f"{ratio:.3f}", f"<= {TARGET_WALL}", ratio <= TARGET_WALL),

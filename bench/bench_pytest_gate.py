@@ -152,7 +152,7 @@ def main(argv=None):
           f"benchmarks {pct(res['identical_benchmarks_failed'])}")
     print(f"  detections, 1.5x slowdown:        runs {pct(res['slowdown_runs_failed'])}, "
           f"benchmarks {pct(res['slowdown_benchmarks_failed'])}")
-    print(f"raw threshold (pytest-benchmark's rule: median ratio > 1.10) on the same pairs:")
+    print("raw threshold (pytest-benchmark's rule: median ratio > 1.10) on the same pairs:")
     print(f"  identical code: {pct(res['identical_benchmarks_raw_threshold'])}; "
           f"1.5x: {pct(res['slowdown_benchmarks_raw_threshold'])}")
     print(f"raw ratios seen: identical {res['identical_raw_ratio_range']}, "

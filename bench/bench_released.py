@@ -24,28 +24,14 @@ alike, and the median of the per-round ratios keeps it out (longer blocks drifte
 
 Target: ours / released and ours / timeit within 5% (0.95 .. 1.05).
 """
-import os
 import statistics
 import sys
 import timeit
-from pathlib import Path
 
-from _common import Figure, ensure_importable, median, print_details, quiet_warnings, run_script
+from _common import Figure, ensure_importable, median, print_details, quiet_warnings, released_module, run_script
 
 LOW, HIGH = 0.95, 1.05
 
-
-def _released():
-    import importlib.util
-    root = Path(os.environ.get("SPATIALHUB_RELEASED_DIR", "/tmp/rel/whl"))
-    path = root / "spatialhub" / "utils" / "profiling.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("released_profiling", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["released_profiling"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def run(quick=False):
@@ -54,7 +40,7 @@ def run(quick=False):
     import numpy as np
     from spatialhub.utils.profiling import benchmark_callable
 
-    rel = _released()
+    rel = released_module()
     rounds = 20 if quick else 60
     x = np.random.default_rng(0).random((1, 3, 480, 640), dtype=np.float32)
 

@@ -31,13 +31,10 @@ side spends beyond it (the part an implementation controls).  And it shows the f
 clock reads.  Where that floor is above 0.35x the released path, the target cannot be met
 on the machine by any code (docs/performance.md, figure 9).
 """
-import importlib.util
-import os
 import sys
 import time
-from pathlib import Path
 
-from _common import Figure, ensure_importable, median, print_details, run_script
+from _common import Figure, ensure_importable, median, print_details, released_module, run_script
 
 TARGET = 0.35
 TARGET_MEM_VS_OFF = 2.0
@@ -97,18 +94,6 @@ class ReleasedModelTimer:
             if self.profiler is not None:
                 self.profiler.pop()
 
-
-def released_module():
-    """The released profiling.py, loaded from an unpacked wheel, or None."""
-    root = Path(os.environ.get("SPATIALHUB_RELEASED_DIR", "/tmp/rel/whl"))
-    path = root / "spatialhub" / "utils" / "profiling.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("released_profiling", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["released_profiling"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _loop_time(fn, n):
