@@ -97,6 +97,15 @@ static const shp_field stats_fields[] = {
        "Samples of each fresh-process run, in order (repeat= / --processes); None: one run."),
     KW("run_spread", SHP_F_OPT_DOUBLE, run_spread, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
        "Between-run spread: std of the log medians of the runs (0.05 = 5%); None: one run."),
+    KW("instructions_per_call", SHP_F_OPT_DOUBLE, instructions_per_call, SHP_R_FPS, 0,
+       SHP_SHOW_IF_SET, "Instructions per timed call, warm-up excluded, the harness's own "
+       "work not included (counter_source says how they were counted); None: not counted."),
+    KW("cycles_per_call", SHP_F_OPT_DOUBLE, cycles_per_call, SHP_R_FPS, 0, SHP_SHOW_IF_SET,
+       "CPU cycles per timed call in user space, the loop's own floor taken out "
+       "(counters=('cycles',)); None: not counted."),
+    KW("counter_source", SHP_F_OPT_STR, counter_source, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "'callgrind' (valgrind counted the timed calls: spatialhub-bench --instructions, "
+       "pytest --benchmark-instructions) or 'perf_event' (the CPU's counters, counters=)."),
     {NULL},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

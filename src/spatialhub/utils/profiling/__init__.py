@@ -22,6 +22,7 @@ from ._native import (
 from ._native import (
     BusyMachineWarning,
     CoarseTimerWarning,
+    CountersWarning,
     DriftingWarning,
     GPUClockWarning,
     GPUTimeWarning,
@@ -53,6 +54,7 @@ __all__ = [
     "suppressed_warnings",
     "BusyMachineWarning",
     "CoarseTimerWarning",
+    "CountersWarning",
     "DriftingWarning",
     "GPUClockWarning",
     "GPUTimeWarning",

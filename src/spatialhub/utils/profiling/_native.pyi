@@ -25,6 +25,7 @@ class SharedGPUWarning(BenchmarkWarning): ...
 class NoDeviceSyncWarning(BenchmarkWarning): ...
 class VRAMNotTrackedWarning(BenchmarkWarning): ...
 class GPUTimeWarning(BenchmarkWarning): ...
+class CountersWarning(BenchmarkWarning): ...
 
 def suppressed_warnings() -> dict[str, int]: ...
 
@@ -86,6 +87,9 @@ class BenchmarkStats:
     invol_ctx_switches_per_iter: Optional[float]
     run_sizes: Optional[tuple[int, ...]]
     run_spread: Optional[float]
+    instructions_per_call: Optional[float]
+    cycles_per_call: Optional[float]
+    counter_source: Optional[Literal["callgrind", "perf_event"]]
     @property
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
@@ -143,6 +147,9 @@ class BenchmarkStats:
         invol_ctx_switches_per_iter: Optional[float] = None,
         run_sizes: Optional[Iterable[int]] = None,
         run_spread: Optional[float] = None,
+        instructions_per_call: Optional[float] = None,
+        cycles_per_call: Optional[float] = None,
+        counter_source: Optional[str] = None,
         samples_ms: Optional[Iterable[float]] = None,
     ) -> None: ...
     def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
@@ -202,6 +209,8 @@ def benchmark_callable(
     progress: Optional[bool] = None,
     cache: Literal["warm", "cold"] = "warm",
     stream: Optional[Any] = None,
+    counters: Union[None, Literal["instructions", "cycles"],
+                    Iterable[Literal["instructions", "cycles"]]] = None,
     **kwargs: Any,
 ) -> BenchmarkStats: ...
 def format_benchmark_table(
@@ -216,8 +225,10 @@ def format_benchmark_table(
     margin: float = 0.05,
     columns: Union[
         None,
-        Literal["auto", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"],
-        Iterable[Literal["first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache"]],
+        Literal["auto", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
+                "instructions", "cycles"],
+        Iterable[Literal["first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
+                         "instructions", "cycles"]],
     ] = None,
 ) -> str: ...
 def compare_benchmarks(
@@ -238,6 +249,8 @@ def _noop() -> None: ...
 def _clock_ns() -> int: ...
 def _force_sampled_rss(flag: bool) -> bool: ...
 def _overhead_ms() -> Optional[float]: ...
+def _perfctr_software(flag: bool) -> bool: ...
+def _callgrind_active() -> bool: ...
 
 # ---- the scope profiler (scopenode.c, scope.c, scopetimer.c) -------------------------
 
