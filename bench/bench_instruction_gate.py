@@ -12,9 +12,10 @@ Identical code (``GATE_REPS=100``) must never fail; 2% more work (102) and 5% mo
 must fail every time.  Runs go ``--jobs`` at a time: a count does not move with the
 machine's load (that is the point), only this script's wall time does.
 
-    python bench/bench_instruction_gate.py                     # 20 tries each: ~40 min here
-    python bench/bench_instruction_gate.py --tries 1 --tries5 0 --check   # CI (~3 min)
-    python bench/bench_instruction_gate.py --json gate.json   # docs/guide.md
+    python bench/bench_instruction_gate.py --json gate.json --log tries.jsonl
+        # 20 + 20 + 5 tries per tool: ~1 h on a quiet 2-core VM, hours on a loaded one
+    python bench/bench_instruction_gate.py --tries 1 --tries5 0 --check   # a smoke run
+    python bench/bench_instruction_gate.py --from-log tries.jsonl   # the rates of a log
 
 Needs valgrind, the package installed (the plugin's entry point, the spatialhub-bench
 script) and pytest.  ``--check`` exits 1 on a false alarm or a missed change.
@@ -121,8 +122,9 @@ def pytest_try(w, k, reps):
 
 
 def cli_base(w):
+    # its own file: the pytest baseline's base.json is written beside it, at the same time
     _, wall = _run(CLI + ["--callable", "gate_workloads.py:mixed", "--instructions",
-                          "--no-progress", "--json", "base.json"], w, 100)
+                          "--no-progress", "--json", "cli_base.json"], w, 100)
     return wall
 
 
@@ -130,7 +132,7 @@ def cli_try(w, k, reps):
     out = w / f"cli_{k:03d}.json"
     _, wall = _run(CLI + ["--callable", "gate_workloads.py:mixed", "--instructions",
                           "--no-progress", "--json", str(out)], w, reps)
-    rc, _ = _run(CLI + ["--compare", "base.json", str(out), "--instructions",
+    rc, _ = _run(CLI + ["--compare", "cli_base.json", str(out), "--instructions",
                         "--fail-if-slower", "1", "--json", str(w / f"cmp_{k:03d}.json")],
                  w, reps, ok=(0, 3))
     cmp = json.loads((w / f"cmp_{k:03d}.json").read_text())
@@ -166,14 +168,27 @@ def native_walls(w):
     return round(py, 1), round(cli, 1)
 
 
-def run_tools(w, names, tries, tries5, jobs):
-    """Both tools at once: their baselines, then every try, ``jobs`` runs at a time."""
-    plan = [100] * tries + [102] * tries + [105] * tries5
+def run_tools(w, names, tries, tries5, jobs, log=None):
+    """Both tools at once: their baselines, then every try, ``jobs`` runs at a time,
+    identical and changed runs interleaved (so that a run cut short has some of each);
+    with ``log``, each try's result is appended to it as one JSON line when it ends."""
+    plan = [r for k in range(max(tries, tries5)) for r in
+            ([100] if k < tries else []) + ([102] if k < tries else []) +
+            ([105] if k < tries5 else [])]
     t0 = time.perf_counter()
+
+    def one(x):
+        n, k, reps = x
+        r = TOOLS[n][1](w, k, reps)
+        if log:
+            with open(log, "a") as f:
+                f.write(json.dumps({"tool": n, "try": k, "load": load(), **r}) + "\n")
+        return n, r
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         base_walls = dict(zip(names, pool.map(lambda n: TOOLS[n][0](w), names)))
-        work = [(n, k, reps) for n in names for k, reps in enumerate(plan)]
-        done = list(pool.map(lambda x: (x[0], TOOLS[x[0]][1](w, x[1], x[2])), work))
+        work = [(n, k, reps) for k, reps in enumerate(plan) for n in names]
+        done = list(pool.map(one, work))
     out = {}
     for n in names:
         results = [r for m, r in done if m == n]
@@ -189,6 +204,21 @@ def run_tools(w, names, tries, tries5, jobs):
     return out, round(time.perf_counter() - t0, 1)
 
 
+def summarize_log(path):
+    """The rates of the tries a --log holds, per tool (the loads seen as they ended)."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    out = {}
+    for n in sorted({r["tool"] for r in rows}):
+        rs = [r for r in rows if r["tool"] == n]
+        loads = [r["load"] for r in rs if r.get("load") is not None]
+        out[n] = {"identical": summarize(rs, 100), "plus_2pct": summarize(rs, 102),
+                  "plus_5pct": summarize(rs, 105),
+                  "run_wall_s_median": round(statistics.median(r["wall_s"] for r in rs), 1),
+                  "load_range": [min(loads), max(loads)] if loads else None}
+    print(json.dumps(out, indent=2))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tries", type=int, default=20, help="identical and +2%% tries each")
@@ -196,9 +226,14 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time")
     ap.add_argument("--only", choices=("pytest", "cli"), help="one tool only")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--log", help="append each try's result here as it ends (JSON lines)")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 on a false alarm or a missed change")
+    ap.add_argument("--from-log", metavar="LOG",
+                    help="summarize a --log of a run (one cut short, too) and exit")
     a = ap.parse_args(argv)
+    if a.from_log:
+        return summarize_log(a.from_log)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: the instruction gate cannot be measured here")
         return 0 if not a.check else 1
@@ -211,7 +246,7 @@ def main(argv=None):
         (w / "test_suite.py").write_text(textwrap.dedent(SUITE))
         if not a.check:
             res["native_wall_s"] = dict(zip(("pytest", "cli"), native_walls(w)))
-        tools, res["total_wall_s"] = run_tools(w, names, a.tries, a.tries5, a.jobs)
+        tools, res["total_wall_s"] = run_tools(w, names, a.tries, a.tries5, a.jobs, a.log)
         res.update(tools)
     res["load_end"] = load()
     print(json.dumps(res, indent=2))
