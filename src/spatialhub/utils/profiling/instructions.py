@@ -14,7 +14,7 @@ A count does not move with the machine's load: separate runs of identical code a
 within a few hundredths of a percent (docs/guide.md, "Instruction counts"), so a gate on
 it can call a 2% change in one run on a machine where wall time moves by 1.45x between
 runs.  What it does not see -- time in the kernel, I/O and sleeps, cache misses and
-branch mispredictions, other threads' work, GPU work -- is listed in docs/methodology.md.
+branch mispredictions, other threads' work, GPU work -- is listed in docs/guide.md.
 
 ``judge_counts`` is the one rule for counts, used by the CLI's ``--compare
 --instructions`` and by the pytest plugin's ``--benchmark-compare-fail=instructions:N%``.
