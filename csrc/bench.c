@@ -27,6 +27,7 @@ typedef struct {
     void *stream;                     /* its CUstream handle */
     shp_preflight pf;                 /* the machine when the call started (env.c) */
     double run_spread;                /* run_spread= for the rerun interval; < 0: none */
+    unsigned counters;                /* counters= : bits 1 << SHP_CTR_* */
 } bench_opts;
 
 #define SHP_OVERHEAD_ITERS 2000
@@ -96,12 +97,13 @@ as_positive_real(PyObject *v, const char *param, double *out, int below_one)
 enum {
     OPT_FUNC, OPT_NAME, OPT_DEVICE, OPT_NUM_WARMUP, OPT_NUM_ITERS, OPT_TRACK_RAM,
     OPT_TRACK_VRAM, OPT_SYNC_FN, OPT_TARGET_REL_CI, OPT_MAX_TIME_S, OPT_DISABLE_GC,
-    OPT_PROGRESS, OPT_CACHE, OPT_STREAM, OPT_RUN_SPREAD, N_OPTS
+    OPT_PROGRESS, OPT_CACHE, OPT_STREAM, OPT_RUN_SPREAD, OPT_COUNTERS, N_OPTS
 };
 static const char *const opt_names[N_OPTS] = {
     "func", "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram",
     "sync_fn", "target_rel_ci", "max_time_s", "disable_gc", "progress", "cache", "stream",
     "run_spread",
+    "counters",
 };
 /* func, then the harness's options; every other argument is func's. */
 static const shp_argspec bench_spec = {"benchmark_callable", opt_names, N_OPTS, 1, 1, 1};
@@ -162,6 +164,8 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
     if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
         return -1;
+    if (v[OPT_COUNTERS] && shp_counters_parse(v[OPT_COUNTERS], &o->counters) < 0)
+        return -1;
     o->dev.kind = SHP_DEV_CPU;
     o->dev.ordinal = -1;
     if (o->device != NULL && shp_device_parse(o->device, &o->dev) < 0)
@@ -202,23 +206,20 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 
 /* ---- the harness's own floor ---------------------------------------------- */
 
-/* Median (ns) of a native no-op through the same loop and sync kind,
- * measured once per process and sync kind, then cached. */
+/* The native no-op through the same loop and sync kind as `user`'s:
+ * median (ns) into *median_ns, and with `pc` the counters' totals per
+ * iteration into per_iter[] (NaN where they could not be read). */
 static int
-ensure_overhead(shp_state *st, shp_call *user, double *out_ns)
+noop_loop(shp_state *st, shp_call *user, shp_perfctr *pc, double *median_ns,
+          double per_iter[SHP_N_COUNTERS])
 {
-    int kind = user->sync.kind == SHP_SYNC_NATIVE ? 1 : 0;
-    if (st->overhead_ns[kind] >= 0) {
-        *out_ns = st->overhead_ns[kind];
-        return 0;
-    }
     shp_call p;
     memset(&p, 0, sizeof(p));
     PyObject *slot[1] = {NULL};
     p.func = st->noop;
     p.argv = slot;
     p.nargsf = PY_VECTORCALL_ARGUMENTS_OFFSET;
-    p.sync.kind = kind ? SHP_SYNC_NATIVE : SHP_SYNC_NONE;
+    p.sync.kind = user->sync.kind == SHP_SYNC_NATIVE ? SHP_SYNC_NATIVE : SHP_SYNC_NONE;
     p.sync.cuda = user->sync.cuda;
     p.sync.st = st;
     shp_run run;
@@ -227,15 +228,61 @@ ensure_overhead(shp_state *st, shp_call *user, double *out_ns)
         return -1;
     int rc = -1;
     PyObject *name = PyUnicode_FromString("overhead");
-    if (name != NULL && shp_warmup_loop(&p, SHP_OVERHEAD_WARMUP, NULL, 0, &run, name) == 0 &&
-        shp_timed_loop(&p, &run, SHP_OVERHEAD_ITERS, 0, 0, NULL, 0, NULL, name) == 0) {
-        st->overhead_ns[kind] = shp_percentile_inplace(run.samples, run.n, 0.5);
-        *out_ns = st->overhead_ns[kind];
-        rc = 0;
+    if (name != NULL && shp_warmup_loop(&p, SHP_OVERHEAD_WARMUP, NULL, 0, &run, name) == 0) {
+        int counting = pc != NULL && shp_perfctr_start(pc) == 0;
+        rc = shp_timed_loop(&p, &run, SHP_OVERHEAD_ITERS, 0, 0, NULL, 0, NULL, name);
+        double v[SHP_N_COUNTERS];
+        char why[256];
+        counting = counting && shp_perfctr_stop(pc, v, why, sizeof why) == 0;
+        for (int i = 0; pc != NULL && i < SHP_N_COUNTERS; i++)
+            per_iter[i] = counting && run.n > 0 ? v[i] / (double)run.n : NAN;
+        if (rc == 0)
+            *median_ns = shp_percentile_inplace(run.samples, run.n, 0.5);
     }
     Py_XDECREF(name);
     shp_run_free(&run);
     return rc;
+}
+
+/* Median (ns) of a native no-op through the same loop and sync kind,
+ * measured once per process and sync kind, then cached. */
+static int
+ensure_overhead(shp_state *st, shp_call *user, double *out_ns)
+{
+    int kind = user->sync.kind == SHP_SYNC_NATIVE ? 1 : 0;
+    if (st->overhead_ns[kind] < 0 && noop_loop(st, user, NULL, &st->overhead_ns[kind], NULL) < 0)
+        return -1;
+    *out_ns = st->overhead_ns[kind];
+    return 0;
+}
+
+/* The CPU's counters per iteration of that loop (the floor counters.c takes
+ * out), measured once per process and sync kind with the call's own open
+ * counters; NaN when they are not open or could not be read. */
+static int
+ensure_counter_floor(shp_state *st, shp_call *user, shp_counters *c,
+                     double floor[SHP_N_COUNTERS])
+{
+    int kind = user->sync.kind == SHP_SYNC_NATIVE ? 1 : 0;
+    double *cached = st->counter_floor[kind];
+    for (int i = 0; i < SHP_N_COUNTERS; i++)
+        floor[i] = NAN;
+    if (!c->hw)
+        return 0;
+    int known = 1;
+    for (int i = 0; i < SHP_N_COUNTERS; i++)
+        known &= !(c->want & (1u << i)) || cached[i] >= 0;
+    if (!known) {
+        double median, v[SHP_N_COUNTERS];
+        if (noop_loop(st, user, &c->pc, &median, v) < 0)
+            return -1;
+        for (int i = 0; i < SHP_N_COUNTERS; i++)
+            if ((c->want & (1u << i)) && !isnan(v[i]))
+                cached[i] = v[i];
+    }
+    for (int i = 0; i < SHP_N_COUNTERS; i++)
+        floor[i] = cached[i] >= 0 ? cached[i] : NAN;
+    return 0;
 }
 
 /* ---- results --------------------------------------------------------------- */
@@ -380,6 +427,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     double overhead_ns = 0;
     shp_extras x;
     shp_diag diag = {0, 0, NULL};
+    shp_counters ctr;
+    double floor[SHP_N_COUNTERS];
+    memset(&ctr, 0, sizeof(ctr));
     PyObject *result = NULL, *name = NULL;
 
     if (parse_call(args, nargs, kwnames, &o, &p) < 0 ||
@@ -388,6 +438,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         goto done;
     shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)
+        goto done;
+    shp_counters_setup(st, &ctr, o.counters);
+    if (ensure_counter_floor(st, &p, &ctr, floor) < 0)
         goto done;
     name = o.name ? Py_NewRef(o.name) : PyUnicode_FromString("BenchmarkTarget");
     if (name == NULL)
@@ -447,8 +500,11 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     int64_t max_time_ns = max_time_s * 1e9 >= 9e18 ? INT64_MAX : (int64_t)(max_time_s * 1e9);
     shp_rusage ru0, ru1;   /* read around the loop, never inside a timed region */
     shp_rusage_thread(&ru0);
+    shp_counters_start(&ctr);   /* counters too: outside every timed region */
     int loop_rc = shp_timed_loop(&p, &run, o.num_iters, o.target_rel_ci, max_time_ns,
                              window_open ? &win : NULL, vram, &pl, name);
+    if (shp_counters_stop(st, &ctr) < 0)
+        loop_rc = -1;   /* the loop's own exception, if any, is kept */
     shp_rusage_thread(&ru1);
     if (gc_held) {
         shp_gc_release();
@@ -498,6 +554,10 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         s->vol_ctx_switches_per_iter = (double)(ru1.nvcsw - ru0.nvcsw) / n;
         s->invol_ctx_switches_per_iter = (double)(ru1.nivcsw - ru0.nivcsw) / n;
     }
+    if (shp_counters_fill(s, &ctr, timed, floor, &diag) < 0) {
+        Py_DECREF(s);
+        goto done;
+    }
     /* one warning for the call, whatever it found (warn.c) */
     if (diagnose(s, &o.pf, overhead_ns, &diag) < 0 || shp_extras_diagnose(s, &x, &p, &diag) < 0 ||
         shp_diag_emit(st, &diag, s->name, (PyObject *)s) < 0) {
@@ -506,6 +566,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     result = (PyObject *)s;
 done:
+    shp_counters_close(&ctr);
     shp_diag_clear(&diag);
     if (gc_held)
         shp_gc_release();

@@ -40,6 +40,19 @@ ms_decimals(double x)
 }
 
 PyObject *
+shp_cell_count(double x)
+{
+    if (isnan(x))
+        return PyUnicode_FromString("N/A");
+    PyObject *n = PyLong_FromDouble(round(x));
+    PyObject *spec = n ? PyUnicode_FromString(",") : NULL;
+    PyObject *r = spec ? PyObject_Format(n, spec) : NULL;
+    Py_XDECREF(spec);
+    Py_XDECREF(n);
+    return r;
+}
+
+PyObject *
 shp_cell_ms(double x)
 {
     return shp_cell_num("", x, ms_decimals(x), "");

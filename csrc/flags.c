@@ -33,6 +33,7 @@ static const char *const labels[SHP_N_CAUSES] = {
     [SHP_CAUSE_NO_SYNC] = "no device sync",
     [SHP_CAUSE_NO_VRAM] = "VRAM not tracked",
     [SHP_CAUSE_NO_GPU_TIME] = "GPU time not measured",
+    [SHP_CAUSE_NO_COUNTERS] = "counters not available",
 };
 #define N_FLAGS (SHP_CAUSE_PAGE_FAULTS + 1)
 

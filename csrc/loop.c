@@ -8,7 +8,9 @@
  * with the call made through vectorcall on arguments prepared once, its
  * result released at once, as the expression statement of the seed (and
  * timeit, pyperf, pytest-benchmark, the released module) releases it:
- * freeing the output is part of what a pipeline pays per call.  The closing
+ * freeing the output is part of what a pipeline pays per call.  Both happen
+ * in callgrind.c's shp_counted_call, the function whose instructions the
+ * --instructions modes count; warm-up calls are made here, uncounted.  The closing
  * timestamp of the native CUDA sync is taken before the GIL is taken back.
  * Everything else -- storing the sample, memory telemetry, signal checks,
  * progress, adaptive stopping -- happens between t1 and the next
@@ -204,12 +206,12 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (events && start_event(&p->sync) < 0)
             return -1;
         t0 = shp_now_ns();
-        PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
-        if (r == NULL) {
+        /* the call and the release of its result, in a function of its own:
+         * what callgrind counts in the --instructions modes (callgrind.c) */
+        if (shp_counted_call(p->func, p->argv + 1, p->nargsf, p->kwnames) < 0) {
             shp_note_current(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
             return -1;
         }
-        Py_DECREF(r);   /* inside the timed region, as `func(...)` as a statement */
         /* with events, also when the host was done: what follows until t1 is
          * the wait for the device */
         int64_t t_ret = 0;

@@ -61,6 +61,26 @@ shp_set_force_sampled(PyObject *module, PyObject *flag)
 }
 
 static PyObject *
+shp_set_perfctr_software(PyObject *module, PyObject *flag)
+{
+    (void)module;
+    int t = PyObject_IsTrue(flag);
+    if (t < 0)
+        return NULL;
+    int old = shp_perfctr_software;
+    shp_perfctr_software = t;
+    return PyBool_FromLong(old);
+}
+
+static PyObject *
+shp_callgrind_active(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    shp_state *st = PyModule_GetState(module);
+    return PyBool_FromLong(st->cg.on);
+}
+
+static PyObject *
 shp_overhead_ms(PyObject *module, PyObject *unused)
 {
     (void)unused;
@@ -234,7 +254,7 @@ static PyMethodDef shp_methods[] = {
      "                   num_warmup=10, num_iters=50, track_ram=True, track_vram=True,\n"
      "                   sync_fn=None, target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
      "                   progress=None, cache='warm', stream=None, run_spread=None,\n"
-     "                   **kwargs)\n--\n\n"
+     "                   counters=None, **kwargs)\n--\n\n"
      "-> BenchmarkStats\n\n"
      "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
      "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
@@ -243,7 +263,10 @@ static PyMethodDef shp_methods[] = {
      "half-width is within that fraction of the median, or max_time_s (default 30) is spent.\n"
      "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region.\n"
      "run_spread (a fraction) is this machine's between-run spread for the rerun interval\n"
-     "(rerun_low_ms, rerun_high_ms); None: its calibration, else 15% assumed."},
+     "(rerun_low_ms, rerun_high_ms); None: its calibration, else 15% assumed.\n"
+     "counters=('instructions', 'cycles') reads the CPU's counters around the timed loop\n"
+     "(Linux perf_event_open, user space) into instructions_per_call / cycles_per_call;\n"
+     "where they are not available those stay None and a CountersWarning says why."},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
      "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
      "                       baseline=None, param=None, format='markdown', run_spread=None,\n"
@@ -306,6 +329,12 @@ static PyMethodDef shp_methods[] = {
     {"_malloc_raise_mmap_threshold", shp_malloc_raise_py, METH_O,
      "Raise glibc's dynamic mmap threshold to at least `bytes` (at most 32 MiB) as freeing a\n"
      "mapped block of that size does; returns the effective threshold after, None if unknown."},
+    {"_perfctr_software", shp_set_perfctr_software, METH_O,
+     "Test hook: count software clocks (task-clock, cpu-clock: ns) in place of instructions\n"
+     "and cycles, to exercise counters= where the CPU has none; returns the old flag."},
+    {"_callgrind_active", shp_callgrind_active, METH_NOARGS,
+     "True when this process runs under callgrind with spatialhub's options: every\n"
+     "benchmark's timed calls are counted (instructions_per_call)."},
     {"_llc_bytes", shp_llc_info, METH_NOARGS,
      "The last-level cache size cache='cold' evicts, in bytes, and where it came from."},
     {NULL, NULL, 0, NULL},
@@ -362,6 +391,10 @@ shp_exec(PyObject *m)
 #endif
     st->overhead_ns[0] = st->overhead_ns[1] = -1.0;
     st->machine_spread = st->machine_spread_df = -1.0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < SHP_N_COUNTERS; i++)
+            st->counter_floor[k][i] = -1.0;
+    shp_cg_init(&st->cg);
     if (add_type(m, &shp_stats_spec, NULL, &st->stats_type) < 0 ||
         add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
         add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||

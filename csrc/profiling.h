@@ -25,6 +25,8 @@
  *     nvml.c      NVML loaded at run time: clocks, throttling, power, processes
  *     cudatime.c  GPU time by CUDA events, the L2 flush (calls only cuda.c)
  *     constants.c the documented defaults and thresholds, as module constants
+ *     perfctr.c   the CPU's counters of the thread: instructions, cycles (perf_event_open)
+ *     callgrind.c the call callgrind counts, its zero / dump points, reading a dump
  *  1. computation -- pure functions on C arrays or strings
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
@@ -54,6 +56,7 @@
  *     gcguard.c   the collector held off / collected around the timed loop
  *     loop.c      the warm-up and timed loops, the sample buffers
  *     extras.c    a result's cold-start, GPU-time and NVML fields, their warnings
+ *     counters.c  instructions and cycles per call around the timed loop
  *     bench.c     benchmark_callable: options, the overhead floor, the result
  *  6. module.c    module init, method table, module state, test hooks
  *
@@ -236,6 +239,55 @@ int64_t shp_malloc_raise_threshold(int64_t bytes);
 /* host_share above this: launch-bound (the GPU had little left when the call returned). */
 #define SHP_LAUNCH_BOUND 0.8
 
+/* ---- perfctr.c: the CPU's counters (no Python calls, no exception) ----- */
+
+enum { SHP_CTR_INSTRUCTIONS, SHP_CTR_CYCLES, SHP_N_COUNTERS };
+
+/* One group of counters of the calling thread, user space only. */
+typedef struct {
+    int fd[SHP_N_COUNTERS];   /* -1: not open */
+    int slot[SHP_N_COUNTERS]; /* position of each in the group's read */
+    int leader, n;
+    unsigned want;            /* bits 1 << SHP_CTR_* */
+} shp_perfctr;
+
+/* Open the counters in `want` (disabled).  0, or -1 with the reason in `why`
+ * (no PMU, refused, not Linux); nothing is left open then. */
+int shp_perfctr_open(shp_perfctr *c, unsigned want, char *why, size_t whysize);
+/* Reset and enable the group: 0, or -1. */
+int shp_perfctr_start(shp_perfctr *c);
+/* Disable the group and read it into out[SHP_CTR_*]: 0, or -1 with the
+ * reason in `why` (a read that failed, a group multiplexed with other users:
+ * never scaled). */
+int shp_perfctr_stop(shp_perfctr *c, double out[SHP_N_COUNTERS], char *why, size_t whysize);
+void shp_perfctr_close(shp_perfctr *c);
+/* Test hook: software clocks stand in for the hardware events. */
+extern int shp_perfctr_software;
+
+/* ---- callgrind.c: instruction counts under valgrind --------------------- */
+
+#define SHP_CALLGRIND_ENV "SPATIALHUB_CALLGRIND_DIR"
+
+typedef struct {
+    int under_valgrind;       /* valgrind's preload library is in this process */
+    int on;                   /* ... and SHP_CALLGRIND_ENV names the dump folder */
+    long dumps;               /* dumps made so far (callgrind numbers them 1, 2, ...) */
+    char dir[2048];
+} shp_callgrind;
+
+/* The timed call: func(*args) through vectorcall, its result released.
+ * Callgrind collects inside it only (--toggle-collect).  0, or -1 with the
+ * function's exception. */
+int shp_counted_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* Markers callgrind acts on (--zero-before, --dump-after); no-ops otherwise. */
+void shp_cg_zero_point(void);
+void shp_cg_dump_point(void);
+/* Read the environment once (module init). Never fails. */
+void shp_cg_init(shp_callgrind *cg);
+/* After shp_cg_dump_point(): that dump's total (instructions collected since
+ * the zero point) into *ir; the file is removed.  0, or -1 with RuntimeError. */
+int shp_cg_collect(shp_callgrind *cg, double *ir);
+
 /* ---- cuda.c: the driver table ------------------------------------------ */
 
 /* Just enough of the driver ABI to dlopen it: opaque handles and ints. */
@@ -323,7 +375,9 @@ typedef enum {
     SHP_CAUSE_NOISY, SHP_CAUSE_MULTIMODAL, SHP_CAUSE_DRIFTING, SHP_CAUSE_BUSY,
     SHP_CAUSE_LAUNCH_BOUND, SHP_CAUSE_OVERHEAD, SHP_CAUSE_PAGE_FAULTS, SHP_CAUSE_WARMUP,
     SHP_CAUSE_COARSE_TIMER, SHP_CAUSE_GPU_CLOCK, SHP_CAUSE_THROTTLED, SHP_CAUSE_SHARED_GPU,
-    SHP_CAUSE_NO_SYNC, SHP_CAUSE_NO_VRAM, SHP_CAUSE_NO_GPU_TIME, SHP_N_CAUSES
+    SHP_CAUSE_NO_SYNC, SHP_CAUSE_NO_VRAM, SHP_CAUSE_NO_GPU_TIME,
+    SHP_CAUSE_NO_COUNTERS,      /* counters= asked for what this machine cannot count */
+    SHP_N_CAUSES
 } shp_cause;
 
 /* What a call diagnosed as it ran: causes (bits of shp_cause) and the numbers
@@ -365,6 +419,10 @@ typedef struct {
     PyObject *package_dir;          /* str: this package's directory + separator, or NULL */
     int busy_said;                  /* the busy machine was said and has not cleared since */
     Py_ssize_t suppressed[SHP_N_CAUSES];   /* repeats not said, per cause */
+    /* instruction counts (callgrind.c, counters.c) */
+    shp_callgrind cg;
+    double counter_floor[2][SHP_N_COUNTERS];   /* the loop's own count per iteration, per
+                                                  sync kind (as overhead_ns); <0 unmeasured */
 } shp_state;
 
 /* The module definition (module.c); data, so reading it calls nothing. */
@@ -1170,6 +1228,9 @@ typedef struct {
     double host_median_ms;      /* not a field: quoted by the launch-bound warning */
     PyObject *gpu_samples_ms;   /* tuple of floats */
     PyObject *gpu_telemetry;    /* dict: NVML clocks, throttling, power, processes */
+    /* instructions and cycles per timed call (NaN / NULL: not counted) */
+    double instructions_per_call, cycles_per_call;
+    PyObject *counter_source;   /* "callgrind" / "perf_event" */
     /* raw samples (ms), owned by samples_owner (a capsule that frees them);
      * exposed as read-only NumPy views whose base is that capsule */
     double *samples;
@@ -1238,6 +1299,8 @@ PyObject *shp_cell_num(const char *prefix, double x, int decimals, const char *s
  * decimals, or two significant digits where that would print a nonzero
  * value as 0.00. */
 PyObject *shp_cell_ms(double x);
+/* A count per call as people read it: "6,389,075" (rounded; "N/A" for NaN). */
+PyObject *shp_cell_count(double x);
 /* "<mean> +/- <std>", the std at the mean's decimal place. */
 PyObject *shp_cell_spread(double mean, double std);
 /* Megabytes: "+x.x MB", or "0.0 MB" when not above zero. */
@@ -1690,6 +1753,36 @@ int shp_extras_fill(shp_Stats *s, shp_run *run, Py_ssize_t nwarm, double overhea
 /* Add to d what those figures make doubtful (launch-bound, a too-short
  * warm-up, the GPU's clock, throttling, other processes).  0 / -1. */
 int shp_extras_diagnose(const shp_Stats *s, const shp_extras *x, const shp_call *p, shp_diag *d);
+
+/* ---- counters.c: instructions and cycles per call ----------------------- */
+
+typedef struct {
+    unsigned want;            /* counters= : bits 1 << SHP_CTR_* */
+    int hw;                   /* the CPU's counters are open */
+    int cg;                   /* callgrind counts this process's timed calls */
+    int from_cg;              /* total[SHP_CTR_INSTRUCTIONS] is callgrind's */
+    shp_perfctr pc;
+    double total[SHP_N_COUNTERS];   /* over the timed loop; NaN: none */
+    char why[256];            /* why a counter asked for is not available */
+} shp_counters;
+
+/* counters= : None, a name, or an iterable of "instructions" / "cycles".
+ * 0, or -1 with TypeError / ValueError. */
+int shp_counters_parse(PyObject *v, unsigned *want);
+/* Open what `want` asks for (and note the callgrind mode).  Never fails: a
+ * counter that cannot be had leaves its reason in c->why. */
+void shp_counters_setup(shp_state *st, shp_counters *c, unsigned want);
+/* Just before the timed loop / just after it (outside every timed region).
+ * stop: 0; or -1 with an exception: the one already set when it was called
+ * (the loop's, kept), else a RuntimeError (callgrind's dump unreadable). */
+void shp_counters_start(shp_counters *c);
+int shp_counters_stop(shp_state *st, shp_counters *c);
+/* The per-call fields of s from n timed calls (floor: the loop's own count
+ * per iteration, NaN unknown, for the CPU's counters); what was asked for
+ * and is missing goes into d with its reason.  0 / -1. */
+int shp_counters_fill(shp_Stats *s, const shp_counters *c, Py_ssize_t n,
+                      const double floor[SHP_N_COUNTERS], shp_diag *d);
+void shp_counters_close(shp_counters *c);
 
 /* ---- bench.c ------------------------------------------------------------ */
 

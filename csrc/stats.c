@@ -107,6 +107,15 @@ static const shp_field stats_fields[] = {
        "repetitions), 'given' (run_spread=), 'calibrated' (this machine's calibration), "
        "'assumed' (15%), 'assumed busy' (25%: the run started on a busy machine), 'slow "
        "variation' (the run's own, above those)."),
+    KW("instructions_per_call", SHP_F_OPT_DOUBLE, instructions_per_call, SHP_R_FPS, 0,
+       SHP_SHOW_IF_SET, "Instructions per timed call, warm-up excluded, the harness's own "
+       "work not included (counter_source says how they were counted); None: not counted."),
+    KW("cycles_per_call", SHP_F_OPT_DOUBLE, cycles_per_call, SHP_R_FPS, 0, SHP_SHOW_IF_SET,
+       "CPU cycles per timed call in user space, the loop's own floor taken out "
+       "(counters=('cycles',)); None: not counted."),
+    KW("counter_source", SHP_F_OPT_STR, counter_source, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
+       "'callgrind' (valgrind counted the timed calls: spatialhub-bench --instructions, "
+       "pytest --benchmark-instructions) or 'perf_event' (the CPU's counters, counters=)."),
     {0},
 };
 #define N_STATS_FIELDS (sizeof(stats_fields) / sizeof(stats_fields[0]) - 1)

@@ -63,17 +63,21 @@ append_obj(PyObject *row, PyObject *s)
 
 /* The columns beyond the released layout, by the names columns= takes. */
 typedef enum {
-    X_RERUN, X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE, N_EXTRA
+    X_RERUN, X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE,
+    X_INSTRUCTIONS, X_CYCLES,   /* instruction counts (issue 24) */
+    N_EXTRA
 } extra_id;
 static const char *const extra_keys[N_EXTRA] = {
     "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
+    "instructions", "cycles",
 };
 static const char *const extra_headers[N_EXTRA] = {
     "Rerun 95% (ms)", "First Call (ms)", "P99 (ms)", "95% CI (ms)", "Min (ms)", "Max (ms)",
     "GPU Median (ms)", "Host Share", "Cache",
+    "Instructions / call", "Cycles / call",
 };
 #define EXTRA_CHOICES "None, 'auto', or names from rerun, first_call, p99, ci95, min, max, " \
-                      "gpu, host_share, cache"
+                      "gpu, host_share, cache, instructions, cycles"
 
 typedef struct {
     int auto_cols;            /* columns="auto": those some row has a figure for */
@@ -116,6 +120,8 @@ extra_cell(shp_Stats *s, extra_id id)
                                     : shp_cell_num("", s->host_share * 100.0, 0, "%");
     case X_CACHE:
         return s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A");
+    case X_INSTRUCTIONS: return shp_cell_count(s->instructions_per_call);
+    case X_CYCLES: return shp_cell_count(s->cycles_per_call);
     default:
         break;
     }
@@ -176,18 +182,20 @@ parse_columns(PyObject *v, extras *x)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* columns="auto": the rerun interval, first call, GPU time and cache state
- * where some row has them. */
+/* columns="auto": the rerun interval, first call, GPU time, cache state and
+ * counts where some row has them. */
 static void
 resolve_auto(extras *x, PyObject *items)
 {
-    int rerun = 0, first = 0, gpu = 0, cold = 0;
+    int rerun = 0, first = 0, gpu = 0, cold = 0, instr = 0, cycles = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
         rerun |= !isnan(s->rerun_low_ms) && !isnan(s->rerun_high_ms);
         first |= !isnan(s->first_call_ms);
         gpu |= !isnan(s->gpu_median_ms);
         cold |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
+        instr |= !isnan(s->instructions_per_call);
+        cycles |= !isnan(s->cycles_per_call);
     }
     if (rerun)
         add_extra(x, X_RERUN);
@@ -199,6 +207,10 @@ resolve_auto(extras *x, PyObject *items)
     }
     if (cold)
         add_extra(x, X_CACHE);
+    if (instr)
+        add_extra(x, X_INSTRUCTIONS);
+    if (cycles)
+        add_extra(x, X_CYCLES);
 }
 
 static int

@@ -109,6 +109,13 @@ static const cause_def causes[SHP_N_CAUSES] = {
     [SHP_CAUSE_NO_GPU_TIME] = {"GPUTimeWarning",
         "GPU time by CUDA events could not be measured.",
         "GPU time is not measured, gpu_median_ms stays None (warning.reason says why)"},
+    [SHP_CAUSE_NO_COUNTERS] = {"CountersWarning",
+        "A counter asked for with counters= is not available here.",
+        "the counters asked for are not available here, so stats.instructions_per_call / "
+        ".cycles_per_call stay None (warning.reason says why; nothing is estimated in "
+        "their place). Remedy: a machine whose kernel exposes the CPU's counters (bare "
+        "metal, or a VM with a virtual PMU), or instruction counts under callgrind "
+        "(spatialhub-bench --instructions, pytest --benchmark-instructions)"},
 };
 
 /* The parameter names of the function the user called, for the remedies. */

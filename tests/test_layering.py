@@ -182,7 +182,7 @@ def test_leaves_call_no_other_file():
     g = call_graph()
     for leaf in ("clock.c", "memory.c", "dynlib.c", "args.c", "device.c", "notes.c",
                  "markup.c", "summary.c", "cudafork.c", "cachecold.c", "nvml.c",
-                 "mallocstate.c", "constants.c"):
+                 "mallocstate.c", "constants.c", "perfctr.c", "callgrind.c"):
         assert g[leaf] == {}, f"{leaf} is a leaf but calls {g[leaf]}"
     # the driver binding uses the platform's loader, split off it (issue 13)
     assert set(g["cuda.c"]) <= {"dynlib.c"}, f"cuda.c calls {g['cuda.c']}"

@@ -26,6 +26,7 @@ LABELS = {   # a cause as results (stats.flags) and warnings (.causes) name it -
     "GPU clock moved": "GPUClockWarning", "GPU throttled": "ThrottledWarning",
     "shared GPU": "SharedGPUWarning", "no device sync": "NoDeviceSyncWarning",
     "VRAM not tracked": "VRAMNotTrackedWarning", "GPU time not measured": "GPUTimeWarning",
+    "counters not available": "CountersWarning",
 }
 CAUSES = list(LABELS.values())
 

@@ -33,6 +33,7 @@ from ._native import (
 from ._native import (
     BusyMachineWarning,
     CoarseTimerWarning,
+    CountersWarning,
     DriftingWarning,
     GPUClockWarning,
     GPUTimeWarning,
@@ -64,6 +65,7 @@ __all__ = [
     "suppressed_warnings",
     "BusyMachineWarning",
     "CoarseTimerWarning",
+    "CountersWarning",
     "DriftingWarning",
     "GPUClockWarning",
     "GPUTimeWarning",

@@ -25,6 +25,7 @@ class SharedGPUWarning(BenchmarkWarning): ...
 class NoDeviceSyncWarning(BenchmarkWarning): ...
 class VRAMNotTrackedWarning(BenchmarkWarning): ...
 class GPUTimeWarning(BenchmarkWarning): ...
+class CountersWarning(BenchmarkWarning): ...
 
 def suppressed_warnings() -> dict[str, int]: ...
 
@@ -121,6 +122,9 @@ class BenchmarkStats:
     rerun_low_ms: Optional[float]
     rerun_high_ms: Optional[float]
     rerun_basis: Optional[str]
+    instructions_per_call: Optional[float]
+    cycles_per_call: Optional[float]
+    counter_source: Optional[Literal["callgrind", "perf_event"]]
     @property
     def samples_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
     @property
@@ -181,6 +185,9 @@ class BenchmarkStats:
         rerun_low_ms: Optional[float] = None,
         rerun_high_ms: Optional[float] = None,
         rerun_basis: Optional[str] = None,
+        instructions_per_call: Optional[float] = None,
+        cycles_per_call: Optional[float] = None,
+        counter_source: Optional[str] = None,
         samples_ms: Optional[Iterable[float]] = None,
     ) -> None: ...
     def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
@@ -241,6 +248,8 @@ def benchmark_callable(
     cache: Literal["warm", "cold"] = "warm",
     stream: Optional[Any] = None,
     run_spread: Optional[float] = None,
+    counters: Union[None, Literal["instructions", "cycles"],
+                    Iterable[Literal["instructions", "cycles"]]] = None,
     **kwargs: Any,
 ) -> BenchmarkStats: ...
 def format_benchmark_table(
@@ -256,9 +265,9 @@ def format_benchmark_table(
     columns: Union[
         None,
         Literal["auto", "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
-                "cache"],
+                "cache", "instructions", "cycles"],
         Iterable[Literal["rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
-                         "cache"]],
+                         "cache", "instructions", "cycles"]],
     ] = None,
 ) -> str: ...
 def compare_benchmarks(
@@ -285,6 +294,8 @@ def _set_machine_run_spread(
 ) -> tuple[Optional[float], Optional[int]]: ...
 def _malloc_mmap_threshold() -> Optional[int]: ...
 def _malloc_raise_mmap_threshold(bytes: SupportsIndex) -> Optional[int]: ...
+def _perfctr_software(flag: bool) -> bool: ...
+def _callgrind_active() -> bool: ...
 
 # ---- the scope profiler (scopenode.c, scope.c, scopetimer.c) -------------------------
 

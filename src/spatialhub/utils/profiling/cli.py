@@ -62,11 +62,18 @@ examples:
       measure the run-to-run spread of this machine; later rerun intervals use it
   {PROG} --compare base.json new.json --fail-if-slower 10
       a CI gate: exit status 3 when new.json is "slower" by more than 10%
+  {PROG} --callable mypkg.ops:resize --args-shape 1,3,224,224 --instructions --json base.json
+      instructions per call instead of wall time: the run again under valgrind's callgrind
+      (~50x slower; needs valgrind), 10 warm-up + 5 counted calls
+  {PROG} --compare base.json new.json --instructions --fail-if-slower 1
+      a CI gate on instruction counts: exit status 3 when new.json executes more than 1%
+      more instructions per call (load does not move a count; wall time it does)
   {PROG} --plot latency.png --plot-kind ecdf
       the demo plus a picture of its latency distribution (needs matplotlib)
 
 exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line;
-  3 --fail-if-slower: a verdict of "slower" beyond PCT
+  3 --fail-if-slower: a verdict of "slower" beyond PCT (with --instructions: more
+  instructions per call beyond PCT)
 """
 
 
@@ -192,6 +199,12 @@ def build_parser():
     opts.add_argument("--cache", choices=("warm", "cold"), default=None,
                       help="cold: evict the CPU's last-level cache (and a CUDA device's L2) "
                            "before every call, outside the timed region (default warm)")
+    opts.add_argument("--instructions", action="store_true",
+                      help="count the instructions of each timed call (instructions_per_call): "
+                           "runs this command again under valgrind's callgrind, ~50x slower, "
+                           "with --warmup 10 --iters 5 unless given and the collector held "
+                           "off during the counted calls; needs valgrind. With --compare: "
+                           "judge the instruction counts instead of the times")
 
     out = p.add_argument_group("output")
     gate = p.add_argument_group("comparison (--compare)")
@@ -236,6 +249,12 @@ def _check_combinations(p, a):
     only("--margin", a.margin, a.compare, "--compare")
     only("--fail-if-slower", a.fail_if_slower, a.compare, "--compare")
     only("--run-spread", a.run_spread, a.compare, "--compare")
+    if a.instructions and a.processes:
+        p.error("--processes does not apply to --instructions: a count does not move between "
+                "runs, so there is no spread to measure")
+    if a.instructions and a.run_spread is not None:
+        p.error("--run-spread does not apply to --instructions (a count has no run-to-run "
+                "spread to allow for)")
     if a.onnx and a.processes:
         p.error("--processes does not apply to --onnx (a session does not pickle)")
     if a.calibrate:
@@ -267,7 +286,29 @@ def _bench_kw(a):
     kw = {"progress": False} if a.no_progress else {}
     if a.cache is not None:
         kw["cache"] = a.cache
+    if a.instructions:
+        # a collection landing among the counted calls moved a mean of five by ~0.8%:
+        # held off, identical code counts the same (docs/methodology.md)
+        kw["disable_gc"] = True
     return kw
+
+
+def _warmup(a, default):
+    if a.warmup is not None:
+        return a.warmup
+    if a.instructions:
+        from .instructions import WARMUP
+        return WARMUP
+    return default
+
+
+def _iters(a, default):
+    if a.iters:
+        return a.iters
+    if a.instructions:
+        from .instructions import ITERATIONS
+        return ITERATIONS
+    return default
 
 
 def _bench(a):
@@ -316,8 +357,7 @@ def _run_demo(a):
     stats = _bench(a)(
         process_pipeline, frame, threshold=0.6,
         name=a.name or "ImagePreprocessor", device=a.device or "CPU",
-        num_warmup=DEMO_WARMUP if a.warmup is None else a.warmup,
-        num_iters=a.iters or DEMO_ITERS, **_bench_kw(a),
+        num_warmup=_warmup(a, DEMO_WARMUP), num_iters=_iters(a, DEMO_ITERS), **_bench_kw(a),
     )
     title = a.title or "Demo: process_pipeline on a 1x3x480x640 float32 frame"
     return [stats], title, None
@@ -373,7 +413,7 @@ def _run_callable(a):
             raise CliError("a torch module needs exactly one --args-shape (its input shape)")
         result = profile_model(
             target, shapes[0], device=(a.device or "cpu").lower(),
-            warmup=WARMUP if a.warmup is None else a.warmup, iters=a.iters or TORCH_ITERS,
+            warmup=_warmup(a, WARMUP), iters=_iters(a, TORCH_ITERS),
             batch_sizes=a.batch_sizes, dtype=None if a.dtype == "float32" else a.dtype,
             name=name, **kw)
         if a.batch_sizes:
@@ -392,8 +432,7 @@ def _run_callable(a):
             for s in shapes]
     stats = _bench(a)(_Target(a.target, target) if a.processes else target, *args,
                       name=name, device=a.device or "CPU",
-                               num_warmup=WARMUP if a.warmup is None else a.warmup,
-                               num_iters=a.iters or ITERS, **kw)
+                      num_warmup=_warmup(a, WARMUP), num_iters=_iters(a, ITERS), **kw)
     return [stats], a.title, None
 
 
@@ -409,8 +448,7 @@ def _run_onnx(a):
     providers = [p for p in (a.providers or "CPU").split(",") if p.strip()]
     result = benchmark_onnx(a.onnx, providers=providers, name=a.name,
                             input_dims=dict(a.input_dim or []),
-                            warmup=WARMUP if a.warmup is None else a.warmup,
-                            iters=a.iters or ITERS, **_bench_kw(a))
+                            warmup=_warmup(a, WARMUP), iters=_iters(a, ITERS), **_bench_kw(a))
     return list(result), a.title, None
 
 
@@ -439,6 +477,8 @@ def _compare(a):
     if len(base) != len(cand):
         raise CliError(f"{base_path} holds {len(base)} result(s) but {cand_path} holds {len(cand)}; "
                        f"--compare pairs them in order")
+    if a.instructions:
+        return _compare_counts(a, base, cand)
     margin = a.margin if a.margin is not None else \
         a.fail_if_slower if a.fail_if_slower is not None else 100 * DEFAULT_MARGIN
     spread = {} if a.run_spread is None else {"run_spread": a.run_spread / 100}
@@ -457,6 +497,33 @@ def _compare(a):
         limit = 1 + a.fail_if_slower / 100
         a.gate_failed = [c for c in comparisons if c.verdict == "slower" and c.ratio > limit]
     return base + cand, "\n\n".join(parts), [c.to_dict() for c in comparisons]
+
+
+def _compare_counts(a, base, cand):
+    """--compare --instructions: the instruction counts per call, by
+    instructions.judge_counts (a count needs no interval: identical code reads the same)."""
+    from ._native import format_benchmark_table
+    from .instructions import judge_counts
+
+    threshold = a.fail_if_slower / 100 if a.fail_if_slower is not None else None
+    margin = a.margin / 100 if a.margin is not None else None
+    verdicts = [judge_counts(f"{c.name} vs {b.name}", b.instructions_per_call,
+                             c.instructions_per_call, threshold, margin)
+                for b, c in zip(base, cand)]
+    missing = [v for v in verdicts if v.verdict == "no data"]
+    if missing:
+        raise CliError(f"--instructions: {missing[0].reason.replace(' not judged', '')} "
+                       f"({len(missing)} of {len(verdicts)} pair(s)); write both files with "
+                       f"--instructions --json")
+    title = a.title or "Comparison of instruction counts"
+    n = len(base)
+    parts = [format_benchmark_table([b, c], title if n == 1 else f"{title} ({i + 1}/{n})",
+                                    columns=["instructions"])
+             for i, (b, c) in enumerate(zip(base, cand))]
+    parts += [f"{v.name}: {v.reason}" for v in verdicts]
+    if a.fail_if_slower is not None:
+        a.gate_failed = [v for v in verdicts if v.fails]
+    return base + cand, "\n\n".join(parts), [v.to_dict() for v in verdicts]
 
 
 # ---------------------------------------------------------------------------
@@ -575,12 +642,24 @@ def _main(a):
             interrupted = exc
         in_loop = isinstance(interrupted, BenchmarkInterrupted)
         table = (sweep_result if sweep_result is not None else SweepResult(stats_list)).to_table(title)
+        if a.instructions:
+            table += ("\n\nInstructions per call: counted by valgrind's callgrind over the "
+                      "timed calls (warm-up excluded, the collector held off), the calling "
+                      "thread only. The latencies were measured under valgrind (~50x "
+                      "native): they are not wall time.")
         if interrupted is not None:
             table = ("**Interrupted (Ctrl-C): " +
                      ("the last row holds only the iterations completed before it.**"
                       if in_loop else "the rows shown are complete; the values after them were not run.**")
                      + "\n\n" + table)
         payload = [s.to_dict(samples=True) for s in stats_list]
+        uncounted = [s.name for s in stats_list
+                     if a.instructions and s.instructions_per_call is None]
+        if uncounted and interrupted is None:
+            print(table, flush=True)
+            raise CliError(f"--instructions: no instruction count came back for "
+                           f"{', '.join(uncounted)} (is the native module stripped of its "
+                           f"symbols? callgrind finds shp_counted_call by name)")
         if in_loop and payload:
             env = dict(payload[-1].get("env") or {})
             env["interrupted"] = True   # env is free-form: --compare still reads the file
@@ -606,6 +685,11 @@ def _main(a):
     if failed_writes:
         raise CliError("; ".join(str(e) for e in failed_writes))
     failed = getattr(a, "gate_failed", None)
+    if failed and a.instructions:
+        worst = max(failed, key=lambda v: v.ratio)
+        print(f"{PROG}: {len(failed)} comparison(s) with more than {a.fail_if_slower:g}% more "
+              f"instructions per call (worst: {worst.name} {worst.ratio:.4f}x)", file=sys.stderr)
+        return 3
     if failed:
         worst = max(failed, key=lambda c: c.ratio)
         print(f"{PROG}: {len(failed)} comparison(s) slower by more than {a.fail_if_slower:g}% "
@@ -670,9 +754,21 @@ def main(argv=None):
         _check_combinations(parser, a)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return exc.code if isinstance(exc.code, int) else 2
+    if a.instructions and not a.compare:
+        from .instructions import ValgrindNotFound, active, rerun
+
+        if not active():   # this command again, under callgrind (instructions.py)
+            try:
+                return rerun(["-m", "spatialhub.utils.profiling",
+                              *(sys.argv[1:] if argv is None else argv)], PROG)
+            except ValgrindNotFound as exc:
+                print(f"{PROG}: error: {exc}", file=sys.stderr)
+                return 1
     from ._native import BenchmarkWarning, suppressed_warnings
 
     def run_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, BenchmarkWarning) and a.instructions and not a.compare:
+            return   # remarks on the times, which are valgrind's here: not the figure
         if issubclass(category, BenchmarkWarning):   # a finding about the run, not about code
             print(f"{PROG}: warning: {_warning_text(message)}", file=sys.stderr)
         else:

@@ -85,6 +85,24 @@ def _active(config):
     return getattr(config.pluginmanager, _ACTIVE_ATTR, False)
 
 
+def pytest_cmdline_main(config):
+    """--benchmark-instructions: the whole pytest command again under valgrind's callgrind
+    (instructions.rerun), whose exit status is this one's; nothing runs here."""
+    if not _active(config) or not config.getoption("benchmark_instructions", False):
+        return None
+    if config.getoption("help", False) or config.getoption("version", False):
+        return None
+    from ..instructions import ValgrindNotFound, active, rerun
+
+    if active():
+        return None        # the re-run itself: count
+    try:
+        return rerun(["-m", "pytest", *config.invocation_params.args],
+                     "pytest --benchmark-instructions", cwd=str(config.invocation_params.dir))
+    except ValgrindNotFound as exc:
+        raise pytest.UsageError(f"--benchmark-instructions: {exc}") from None
+
+
 def _session(config):
     return getattr(config, "_spatialhub_benchmark", None)
 

@@ -41,7 +41,7 @@ __all__ = ["BenchmarkFixture", "FixtureAlreadyUsed", "BenchmarkMetadata", "Round
 # names has to be bound with functools.partial instead of passed through.
 _HARNESS_KEYWORDS = frozenset((
     "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram", "sync_fn",
-    "target_rel_ci", "max_time_s", "disable_gc", "progress",
+    "target_rel_ci", "max_time_s", "disable_gc", "progress", "cache", "stream", "counters",
 ))
 # a loop of calls never grows past this many iterations per round (a timer that does
 # not move would otherwise keep the calibration multiplying by 10)
@@ -87,10 +87,13 @@ def _pool_segments(parts):
     pooled.overhead_ms = float(np.median(overheads)) if overheads else None
     allocated = [p.torch_max_allocated_mb for p in parts if p.torch_max_allocated_mb is not None]
     pooled.torch_max_allocated_mb = max(allocated) if allocated else None
-    # OS counters per iteration: the segments' averages weighted by their iterations
+    pooled.counter_source = first.counter_source
+    # OS counters and counts per iteration: the segments' averages weighted by their
+    # iterations
     n = sum(p.timed_iters for p in parts)
     for attr in ("minor_faults_per_iter", "major_faults_per_iter",
-                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter",
+                 "instructions_per_call", "cycles_per_call"):
         vals = [(getattr(p, attr), p.timed_iters) for p in parts]
         if n > 0 and all(v is not None for v, _ in vals):
             setattr(pooled, attr, sum(v * k for v, k in vals) / n)
@@ -316,6 +319,8 @@ class BenchmarkFixture:
         self._warmup = options.get("warmup", "auto")
         self._warmup_iterations = int(options.get("warmup_iterations", 100000))
         self._options = options      # ours: max_rounds, device, sync_fn, track_*, reference
+        # --benchmark-instructions: this process runs under callgrind; count, do not time
+        self._instructions = bool(options.get("instructions"))
         self.cprofile = bool(options.get("cprofile"))
         self.cprofile_loops = options.get("cprofile_loops", 1)
         self.cprofile_dump = options.get("cprofile_dump") or None
@@ -401,7 +406,9 @@ class BenchmarkFixture:
     def _native_kw(self):
         o = self._options
         kw = dict(device=o.get("device") or "CPU", track_ram=bool(o.get("track_ram", True)),
-                  track_vram=bool(o.get("track_vram", True)), disable_gc=self._disable_gc,
+                  track_vram=bool(o.get("track_vram", True)),
+                  # counting: a collection landing among the counted calls moves the mean
+                  disable_gc=self._disable_gc or self._instructions,
                   progress=False, name=self.name)
         if o.get("sync_fn") is not None:
             kw["sync_fn"] = o["sync_fn"]
@@ -417,8 +424,8 @@ class BenchmarkFixture:
             stats = benchmark_callable(func, *args, **kw, **kwargs)
         for w in caught:
             if issubclass(w.category, BenchmarkWarning):
-                if not keep_warnings:
-                    continue
+                if not keep_warnings or self._instructions:   # (counting: remarks on
+                    continue                                    # valgrind's times)
                 # one note per kind: the segments of one benchmark(func) run say the same
                 # thing with their own figures (the first segment's is kept)
                 msg = str(w.message)
@@ -435,7 +442,8 @@ class BenchmarkFixture:
         device or sync_fn (device time does not follow the CPU's speed), nor another
         timer, nor when switched off."""
         o = self._options
-        return (bool(o.get("reference", True)) and o.get("sync_fn") is None
+        return (not self._instructions and bool(o.get("reference", True))
+                and o.get("sync_fn") is None
                 and (o.get("device") or "CPU").upper() == "CPU" and self._native_timer())
 
     def _reference_samples(self, n, warmup=5):
@@ -563,13 +571,32 @@ class BenchmarkFixture:
                             f"{type(func).__name__}")
         loops = 1
         if self.enabled:
-            if self._native_timer():
+            if self._instructions:
+                loops = self._raw_counted(func, args, kwargs)
+            elif self._native_timer():
                 loops = self._raw_native(func, args, kwargs)
             else:
                 loops = self._raw_python(func, args, kwargs)
         if self.enabled and self.cprofile:
             return self._profile(func, args, kwargs, loops)
         return func(*args, **kwargs)
+
+    def _raw_counted(self, func, args, kwargs):
+        """--benchmark-instructions: ``instructions.WARMUP`` warm-up calls (none with
+        --benchmark-warmup=off), then --benchmark-min-rounds counted rounds of one call.
+        No calibration and no reference workload: a count needs neither, and each call
+        costs ~50x its native time under callgrind.  The harness's remarks on the times
+        (valgrind's) are not kept."""
+        from ..instructions import WARMUP
+
+        warmup = 0 if self._warmup in (False, "off") else WARMUP
+        rounds = max(1, self._min_rounds)
+        self._debug(f"  Counting {rounds} rounds x 1 iteration after {warmup} warm-up calls "
+                    "(callgrind) ...", yellow=True, bold=True)
+        native = self._run_native(func, args, kwargs, keep_warnings=False, **self._native_kw(),
+                                  num_warmup=warmup, num_iters=rounds)
+        self._record(native, 1)
+        return 1
 
     def _raw_native(self, func, args, kwargs):
         kw = self._native_kw()
@@ -762,7 +789,7 @@ class BenchmarkFixture:
         if self.disabled:
             a, k = make_arguments()
             return target(*a, **k)
-        if self._native_timer():
+        if self._instructions or self._native_timer():
             result = self._pedantic_native(target, args, kwargs, make_arguments, setup,
                                            teardown, rounds, warmup_rounds, iterations)
         else:
@@ -929,11 +956,14 @@ def _per_iteration(native, loops):
     """The stats of rounds of ``loops`` calls, each round's time divided by ``loops``."""
     per_call = _stats_from_samples(native.samples_ms / loops)
     for attr in ("name", "device", "ram_delta_mb", "vram_delta_mb", "ram_peak_method", "env",
-                 "overhead_ms", "torch_max_allocated_mb"):
+                 "overhead_ms", "torch_max_allocated_mb", "counter_source"):
         try:
             setattr(per_call, attr, getattr(native, attr))
         except (AttributeError, TypeError):
             pass
+    for attr in ("instructions_per_call", "cycles_per_call"):   # a round's count / calls
+        v = getattr(native, attr)
+        setattr(per_call, attr, None if v is None else v / loops)
     per_call.warmup_iters = native.warmup_iters
     return per_call
 

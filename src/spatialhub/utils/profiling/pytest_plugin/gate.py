@@ -8,6 +8,10 @@ the interval rule.  Everything else (terminal table, Markdown, exit status) read
 field (an instruction count) is one entry there and a judge function.
 
 * ``median`` and ``mean``: the interval rule below, noise included.
+* ``instructions`` (``--benchmark-instructions``): a count, judged by
+  ``instructions.judge_counts``: fails when the count per call grew by more than N
+  (percent, or instructions per call) -- identical code reads the same count to within
+  0.2%, so no interval is needed, and the machine's load does not enter.
 * every other field (``min``, ``max``, ``stddev``, ``iqr``, ``ops``, ``rounds``, the
   percentiles, ...): pytest-benchmark's raw threshold -- the change over the saved value,
   in percent or in seconds, against N -- with no noise model; the output says so.
@@ -46,12 +50,13 @@ from .._native import DEFAULT_MARGIN
 __all__ = ["Verdict", "judge", "judge_mean", "RESAMPLES", "MIN_MEASURED_SPREAD",
            "MIN_SPREAD_RUNS", "HISTORY_RUNS",
            "run_spread_of", "t975", "FailRule", "Check", "parse_fail_rule", "check",
-           "FIELDS", "ALLOWED_FIELDS"]
+           "FIELDS", "ALLOWED_FIELDS", "check_count"]
 
 #: How each --benchmark-compare-fail field is judged: "interval" (the noise-aware rule,
-#: ``judge`` / ``judge_mean``) or "threshold" (pytest-benchmark's raw threshold).
+#: ``judge`` / ``judge_mean``), "count" (instructions per call, ``check_count``) or
+#: "threshold" (pytest-benchmark's raw threshold).
 FIELDS = {
-    "median": "interval", "mean": "interval",
+    "median": "interval", "mean": "interval", "instructions": "count",
     "min": "threshold", "max": "threshold", "stddev": "threshold", "iqr": "threshold",
     "q1": "threshold", "q3": "threshold", "ld15iqr": "threshold", "hd15iqr": "threshold",
     "p90": "threshold", "p95": "threshold", "p99": "threshold", "ops": "threshold",
@@ -167,7 +172,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
 @dataclass(frozen=True)
 class FailRule:
     """One ``--benchmark-compare-fail`` expression: ``FIELD:N%`` (``kind`` "pct", value
-    in percent) or ``FIELD:N`` (``kind`` "abs", value in the field's unit: seconds)."""
+    in percent) or ``FIELD:N`` (``kind`` "abs", value in the field's unit: seconds, or
+    instructions per call for ``instructions``)."""
 
     field: str
     kind: str
@@ -218,7 +224,24 @@ def check(rule, name, saved_stats, current_stats, baseline=None, candidate=None,
         fn = judge if rule.field == "median" else judge_mean
         v = fn(name, baseline, candidate, frac, **interval)
         return Check(rule, v.fails, f"{rule}: {v.reason}", v)
+    if rule.method == "count":
+        return check_count(rule, name, saved_stats, current_stats)
     return _check_threshold(rule, saved_stats, current_stats)
+
+
+def check_count(rule, name, saved_stats, current_stats):
+    """A count rule (``instructions:N%``): the saved and the new count per call, by
+    ``instructions.judge_counts``; the table's verdict is the same reading."""
+    from ..instructions import judge_counts
+
+    saved, now = saved_stats.get(rule.field), current_stats.get(rule.field)
+    try:
+        frac = rule.fraction(float(saved)) if saved else None
+    except (TypeError, ValueError):
+        frac = None
+    cv = judge_counts(name, saved, now, frac)
+    v = Verdict(name, cv.verdict, cv.ratio, None, None, cv.threshold, cv.fails, cv.reason)
+    return Check(rule, cv.fails, f"{rule}: {cv.reason}", v)
 
 
 def _check_threshold(rule, saved_stats, current_stats):

@@ -18,7 +18,7 @@ from .._native import ASSUMED_RUN_SPREAD
 from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
-           "ALLOWED_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
+           "ALLOWED_COLUMNS", "INSTRUCTION_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
            "DEFAULT_MAX_ROUNDS"]
 
 #: pytest-benchmark's columns, then ours before the two counts (Rounds, Iterations):
@@ -26,7 +26,10 @@ __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_
 PB_COLUMNS = ("min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops")
 OUR_COLUMNS = ("p99", "ci", "ram")
 DEFAULT_COLUMNS = PB_COLUMNS + OUR_COLUMNS + ("rounds", "iterations")
-ALLOWED_COLUMNS = PB_COLUMNS + ("p90", "p95") + OUR_COLUMNS + ("rounds", "iterations")
+ALLOWED_COLUMNS = PB_COLUMNS + ("p90", "p95") + OUR_COLUMNS + ("instructions", "rounds",
+                                                                "iterations")
+#: --benchmark-instructions: the count; the times are valgrind's (~50x native)
+INSTRUCTION_COLUMNS = ("instructions", "rounds", "iterations")
 SORT_KEYS = ("min", "max", "mean", "stddev", "name", "fullname")
 CPROFILE_COLUMNS = ("ncalls_recursion", "ncalls", "tottime", "tottime_per", "cumtime",
                     "cumtime_per", "function_name")
@@ -322,6 +325,12 @@ def add_options(parser):
              "off: do not. Default: 'auto'")
     add("--benchmark-markdown", metavar="PATH",
         help="(spatialhub) Write a Markdown summary (for a CI job summary) to PATH.")
+    add("--benchmark-instructions", action="store_true", default=False,
+        help="(spatialhub) Count instructions per call instead of timing: runs this pytest "
+             "command again under valgrind's callgrind (~50x slower; needs valgrind), each "
+             "benchmark 10 warm-up calls then --benchmark-min-rounds counted ones, the "
+             "collector held off. Gate on it with --benchmark-compare-fail=instructions:1%%: "
+             "the machine's load does not move a count.")
 
 
 def first_or(values, default=None):

@@ -95,7 +95,9 @@ def _finite(x):
 def bench_to_json(fx, include_data=True, verdict=None, checks=None):
     """One ``benchmarks[]`` entry: pytest-benchmark's keys, its ``stats`` in seconds,
     our extra statistics beside them (``p90``, ``p95``, ``p99``, ``ci95_low``,
-    ``ci95_high``, seconds too) and the rest under ``spatialhub``."""
+    ``ci95_high``, seconds too; ``instructions`` per call when counted, the field
+    ``--benchmark-compare-fail=instructions:N%`` reads) and the rest under
+    ``spatialhub``."""
     meta = fx.stats
     s = meta.native
     stats = meta.stats.as_dict()
@@ -106,6 +108,8 @@ def bench_to_json(fx, include_data=True, verdict=None, checks=None):
                       ("ci95_low_ms", "ci95_low"), ("ci95_high_ms", "ci95_high")):
         v = quiet_attr(s, ours)
         stats[key] = None if v is None else v / 1e3
+    if getattr(s, "instructions_per_call", None) is not None:
+        stats["instructions"] = s.instructions_per_call
     native = getattr(fx, "native_clock", True)
     extra = {
         "device": s.device,
@@ -121,6 +125,9 @@ def bench_to_json(fx, include_data=True, verdict=None, checks=None):
         "reference_s": fx.reference_s,
         "warnings": list(fx.warnings),
     }
+    if getattr(s, "counter_source", None) is not None:
+        extra["counter_source"] = s.counter_source   # how stats["instructions"] was counted
+        extra["cycles_per_call"] = s.cycles_per_call
     for attr in ("stability", "cv", "autocorr_lag1", "drift", "effective_n", "multimodal",
                  "run_sizes", "run_spread", "minor_faults_per_iter", "major_faults_per_iter",
                  "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):

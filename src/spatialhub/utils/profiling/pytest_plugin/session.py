@@ -14,9 +14,10 @@ import pytest
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
-from .gate import check, judge, run_spread_of
+from .gate import Verdict, check, judge, run_spread_of
 from .logger import Logger
-from .options import DEFAULT_COLUMNS, first_or, load_timer, timer_name
+from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, TIMER_DEFAULT, first_or, load_timer,
+                      timer_name)
 
 XDIST_WARNING = ("Benchmarks are automatically disabled because xdist plugin is active. "
                  "Benchmarks cannot be performed reliably in a parallelized environment.")
@@ -50,6 +51,13 @@ class BenchmarkSession:
             raise pytest.UsageError(
                 "Can't have both --benchmark-only and --benchmark-disable options. Note that "
                 "--benchmark-disable is automatically activated if xdist is on.")
+        # --benchmark-instructions: this is the re-run under callgrind (the first process
+        # only started it: pytest_cmdline_main); count instead of timing
+        self.instructions = bool(opt("benchmark_instructions"))
+        if self.instructions and opt("benchmark_timer") != TIMER_DEFAULT:
+            raise pytest.UsageError(
+                "--benchmark-instructions counts the calls in the native loop: "
+                "--benchmark-timer does not apply")
         self.cprofile_sort_by = opt("benchmark_cprofile")
         self.cprofile_top = opt("benchmark_cprofile_top")
         self.options = {
@@ -70,9 +78,13 @@ class BenchmarkSession:
             "max_rounds": opt("benchmark_max_rounds"),
             "device": opt("benchmark_device"),
             "reference": opt("benchmark_reference") != "off",
+            "instructions": self.instructions,
         }
         self.sort = opt("benchmark_sort")
-        self.columns = list(opt("benchmark_columns") or DEFAULT_COLUMNS)
+        if self.instructions and self.sort == "min":
+            self.sort = "instructions"   # (the default sort, on valgrind's times otherwise)
+        self.columns = list(opt("benchmark_columns") or
+                            (INSTRUCTION_COLUMNS if self.instructions else DEFAULT_COLUMNS))
         self.group_by = opt("benchmark_group_by")
         self.name_format = table.NAME_FORMATS[opt("benchmark_name")]
         self.histogram = first_or(opt("benchmark_histogram"))
@@ -110,6 +122,11 @@ class BenchmarkSession:
         self.compare = opt("benchmark_compare")
         if self.fail_rules and self.compare is None:
             raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
+        counted = [str(r) for r in self.fail_rules if r.method == "count"]
+        if counted and not self.instructions:
+            raise pytest.UsageError(
+                f"--benchmark-compare-fail={counted[0]} judges instruction counts: add "
+                "--benchmark-instructions (this run must count them, under callgrind)")
 
     def start(self):
         """Load the compared run (its machine_info hooks can reach this session now)."""
@@ -250,17 +267,35 @@ class BenchmarkSession:
             ctx = dict(run_spread=spread, spread_runs=spread_runs, machine_factor=factor)
             baseline = report.stats_from_json(base)
             saved_stats = dict(base.get("stats") or {})
-            # what the table shows: the median's reading, with the tightest median or
-            # mean threshold asked for (None: report only)
-            fracs = [r.fraction(float(saved_stats.get(r.field) or 0.0)) for r in interval_rules]
-            self.verdicts[fx.fullname] = judge(fx.name, baseline, fx.stats.native,
-                                               min(fracs) if fracs else None, **ctx)
             current = report.bench_to_json(fx, include_data=False)["stats"]
+            if self.instructions:
+                # what the table shows: the count's reading (the times are valgrind's)
+                self.verdicts[fx.fullname] = self._count_verdict(fx.name, saved_stats, current)
+            else:
+                # what the table shows: the median's reading, with the tightest median or
+                # mean threshold asked for (None: report only)
+                fracs = [r.fraction(float(saved_stats.get(r.field) or 0.0))
+                         for r in interval_rules]
+                self.verdicts[fx.fullname] = judge(fx.name, baseline, fx.stats.native,
+                                                   min(fracs) if fracs else None, **ctx)
             checks = [check(r, fx.name, saved_stats, current, baseline, fx.stats.native, **ctx)
                       for r in self.fail_rules]
             self.checks[fx.fullname] = checks
             if any(c.fails for c in checks):
                 self.regressed = True
+
+    def _count_verdict(self, name, saved_stats, current):
+        """The count's reading for the table, with the tightest instructions threshold
+        asked for (None: report only)."""
+        from ..instructions import judge_counts
+
+        saved = saved_stats.get("instructions")
+        fracs = [r.fraction(float(saved)) for r in self.fail_rules
+                 if r.method == "count" and saved]
+        cv = judge_counts(name, saved, current.get("instructions"),
+                          min(fracs) if fracs else None)
+        return Verdict(name, cv.verdict, cv.ratio, None, None, cv.threshold, cv.fails,
+                       cv.reason)
 
     def finish(self, session):
         if self.compared:
@@ -353,7 +388,12 @@ class BenchmarkSession:
         return self.config.hook.pytest_benchmark_scale_unit(config=self.config, **kw)
 
     def measurement_notes(self):
-        return [f"{fx.name}: {w}" for fx in self._ran() for w in fx.warnings]
+        notes = [f"{fx.name}: {w}" for fx in self._ran() for w in fx.warnings]
+        if self.instructions and self._ran():
+            notes.append("instructions per call counted by valgrind's callgrind (warm-up "
+                         "excluded, the collector held off, the calling thread only); the "
+                         "times were measured under valgrind (~50x native): not wall time")
+        return notes
 
     def failing_lines(self):
         return [f"{fullname}: {c.reason}" for fullname, checks in self.checks.items()
@@ -366,6 +406,8 @@ class BenchmarkSession:
         rules = " ".join(str(r) for r in self.fail_rules)
         how = ("median and mean judged with 95% confidence, noise included; "
                "other fields by raw threshold")
+        if any(r.method == "count" for r in self.fail_rules):
+            how = "instructions judged as counts per call, which load does not move; " + how
         failing = {f for f, checks in self.checks.items() if any(c.fails for c in checks)}
         if failing:
             return (f"**Performance has regressed**: {len(failing)} benchmark(s) beyond "
@@ -433,4 +475,5 @@ def report_header(config, bs):
             f"calibration_precision={o['calibration_precision']} warmup={o['warmup']} "
             f"warmup_iterations={o['warmup_iterations']}; spatialhub: "
             f"max_rounds={o['max_rounds']} device={o['device']} "
-            f"reference={'auto' if o['reference'] else 'off'})")
+            f"reference={'auto' if o['reference'] else 'off'}"
+            f"{' instructions=callgrind' if o.get('instructions') else ''})")

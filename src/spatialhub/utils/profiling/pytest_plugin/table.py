@@ -26,7 +26,7 @@ COUNTS = ("rounds", "iterations", "outliers")
 LABELS = {"min": "Min", "max": "Max", "mean": "Mean", "stddev": "StdDev", "median": "Median",
           "iqr": "IQR", "outliers": "Outliers", "rounds": "Rounds", "iterations": "Iterations",
           "p90": "P90", "p95": "P95", "p99": "P99", "ci": "Median 95% CI", "ram": "Peak RAM",
-          "verdict": "vs saved"}
+          "instructions": "Instructions", "verdict": "vs saved"}
 TIME_UNITS = {"": "Seconds", "m": "Milliseconds (ms)", "u": "Microseconds (us)",
               "n": "Nanoseconds (ns)"}
 
@@ -186,6 +186,9 @@ def _cell(row, col, adj, ops_adj):
         return "-" if ram is None else (f"+{ram:.1f} MB" if ram >= 0.05 else "0.0 MB")
     if col == "verdict":
         return row.get("verdict") or ""
+    if col == "instructions":
+        v = row.get(col)
+        return "-" if v is None else f"{v:,.0f}"
     v = row.get(col)
     return "-" if v is None else str(v)
 
@@ -250,6 +253,9 @@ def render(tr, groups, columns, sort, name_format, scale):
                       "statistics).")
     if "ram" in columns:
         tr.write_line("  Peak RAM: the process's peak RSS over the benchmark minus before it.")
+    if "instructions" in columns:
+        tr.write_line("  Instructions: per call, counted by valgrind's callgrind over the "
+                      "counted rounds (warm-up excluded), the calling thread only.")
 
 
 def _md_escape(text):
@@ -341,7 +347,7 @@ def _drop_pygal_import_hook():
 
 CSV_COLUMNS = ("group", "name", "fullname", "param", "min", "max", "mean", "stddev", "median",
                "iqr", "outliers", "ops", "rounds", "iterations", "p90", "p95", "p99",
-               "ci95_low", "ci95_high", "ram")
+               "ci95_low", "ci95_high", "ram", "instructions")
 
 
 def write_csv(prefix, groups):

@@ -1,0 +1,188 @@
+"""Instruction counts: the ``--instructions`` modes and the gate that judges counts.
+
+``spatialhub-bench --instructions`` and ``pytest --benchmark-instructions`` run the same
+command again under valgrind's callgrind (``rerun``), with collection limited to the
+timed calls: the native loop makes every timed call through one C function
+(``shp_counted_call``: the call and the release of its result), callgrind collects only
+inside it, and around each benchmark's timed loop the harness zeroes callgrind's counters
+and dumps them, then reads that dump back (csrc/callgrind.c).  Every result of the run
+carries ``instructions_per_call``: the mean over the timed calls, warm-up excluded, with
+none of the harness's own work in it (no clock read, no sync, no bookkeeping: it is
+outside the counted function, so nothing has to be subtracted).
+
+A count does not move with the machine's load: separate runs of identical code agree to
+within a few hundredths of a percent (docs/guide.md, "Instruction counts"), so a gate on
+it can call a 2% change in one run on a machine where wall time moves by 1.45x between
+runs.  What it does not see -- time in the kernel, I/O and sleeps, cache misses and
+branch mispredictions, other threads' work, GPU work -- is listed in docs/guide.md.
+
+``judge_counts`` is the one rule for counts, used by the CLI's ``--compare
+--instructions`` and by the pytest plugin's ``--benchmark-compare-fail=instructions:N%``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+__all__ = ["WARMUP", "ITERATIONS", "MARGIN", "NOISE", "DIR_ENV", "ValgrindNotFound",
+           "active", "find_valgrind", "callgrind_command", "rerun", "CountVerdict",
+           "judge_counts"]
+
+#: Warm-up calls before the counted ones.  CPython specialises a function's bytecode
+#: over its first calls (3.11 quickens a code object at its 8th); counted before that,
+#: the same function read up to 4% more (measured: docs/guide.md).
+WARMUP = 10
+#: Counted calls.  A count hardly varies from call to call once warm: five are
+#: plenty, and each costs ~50x its native time under callgrind.
+ITERATIONS = 5
+#: A change of the count below this reads "same" when no threshold is given.
+MARGIN = 0.01
+#: How far separate runs of identical code may read apart (hash randomisation, address
+#: layout): a change under this is never called one, whatever threshold is asked for.
+NOISE = 0.002
+#: The folder callgrind writes its dumps to; set for the re-run command only.
+DIR_ENV = "SPATIALHUB_CALLGRIND_DIR"
+#: Thread pools set to one thread in the re-run (when the user has not set them):
+#: callgrind counts the calling thread only, and runs threads one at a time anyway.
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+              "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+_COUNTED = "shp_counted_call"
+_ZERO = "shp_cg_zero_point"
+_DUMP = "shp_cg_dump_point"
+
+
+class ValgrindNotFound(RuntimeError):
+    """The instruction count needs valgrind, and it is not installed."""
+
+
+def active():
+    """True in a process that runs under callgrind with our options: each benchmark's
+    result carries the instruction count of its timed calls."""
+    from ._native import _callgrind_active
+
+    return bool(_callgrind_active())
+
+
+def find_valgrind():
+    """valgrind's path, or ``ValgrindNotFound`` naming the package to install."""
+    path = shutil.which("valgrind")
+    if path is None:
+        raise ValgrindNotFound(
+            "counting instructions runs the benchmarks under valgrind's callgrind, and "
+            "valgrind is not installed: install the system package 'valgrind' (Debian / "
+            "Ubuntu: apt-get install valgrind; Fedora / RHEL: dnf install valgrind; Alpine: "
+            "apk add valgrind; conda: conda install -c conda-forge valgrind). Where valgrind "
+            "does not run (Windows, macOS on Apple silicon), counters=('instructions',) reads "
+            "the CPU's own counter on Linux machines that expose it")
+    return path
+
+
+def callgrind_command(argv, folder, valgrind="valgrind"):
+    """The command that runs ``argv`` (an interpreter and its arguments) under callgrind,
+    collecting inside the counted call only, one dump per benchmark in ``folder``."""
+    return [valgrind, "--tool=callgrind", f"--toggle-collect={_COUNTED}",
+            f"--zero-before={_ZERO}", f"--dump-after={_DUMP}",
+            f"--callgrind-out-file={os.path.join(folder, 'callgrind.%p.out')}",
+            f"--log-file={os.path.join(folder, 'valgrind.%p.log')}", *argv]
+
+
+_VALGRIND_TROUBLE = re.compile(r"^(valgrind: |==\d+== (Fatal|.*out of memory|.*unhandled))",
+                               re.M)
+
+
+def rerun(argv, label, cwd=None):
+    """Run this interpreter with ``argv`` again under callgrind (in ``cwd``) and return
+    its exit status.  Its output is the user's (inherited streams); valgrind's own log is
+    shown only when valgrind itself reports trouble."""
+    valgrind = find_valgrind()
+    folder = tempfile.mkdtemp(prefix="spatialhub-callgrind-")
+    env = dict(os.environ)
+    env[DIR_ENV] = folder
+    for var in ONE_THREAD:
+        env.setdefault(var, "1")
+    cmd = callgrind_command([sys.executable, *argv], folder, valgrind)
+    print(f"{label}: counting instructions: running again under valgrind's callgrind "
+          f"(~50x slower than native; the calling thread only)", file=sys.stderr, flush=True)
+    try:
+        try:
+            status = subprocess.run(cmd, env=env, cwd=cwd).returncode
+        except KeyboardInterrupt:
+            return 130      # the child had the same Ctrl-C and has ended
+        trouble = []
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("valgrind.") and name.endswith(".log"):
+                with open(os.path.join(folder, name), errors="replace") as f:
+                    text = f.read()
+                if _VALGRIND_TROUBLE.search(text):
+                    trouble.append(text.strip()[-3000:])
+        if trouble:
+            print(f"{label}: valgrind reported:\n" + "\n".join(trouble), file=sys.stderr)
+            if status == 0:
+                status = 1
+        return status if status >= 0 else 128 - status
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class CountVerdict:
+    """One benchmark's count against its baseline."""
+
+    name: str
+    verdict: str                  # "more" / "fewer" / "same" / "no data"
+    ratio: Optional[float]        # candidate / baseline
+    baseline: Optional[float]     # instructions per call
+    candidate: Optional[float]
+    threshold: Optional[float]    # allowed increase as a fraction; None: report only
+    fails: bool
+    reason: str
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def _count(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def judge_counts(name, baseline, candidate, threshold=None, margin=None, what="instructions"):
+    """Judge a count per call (``baseline`` then, ``candidate`` now: numbers or None).
+
+    ``threshold``: the increase allowed, as a fraction (0.01 for 1%), or None to report
+    only.  A change reads "more" / "fewer" beyond ``max(margin, NOISE)`` (``margin``:
+    the threshold, else ``MARGIN``), "same" within it; it fails the gate when "more" by
+    more than the threshold.  Unlike a time, a count needs no interval: separate runs of
+    identical code read it to within ``NOISE``."""
+    base, cand = _count(baseline), _count(candidate)
+    if base is None or cand is None:
+        side = "the baseline" if base is None else "the new run"
+        return CountVerdict(name, "no data", None, base, cand, threshold, False,
+                            f"{side} has no {what} count (measured without --instructions "
+                            f"or counters=?): not judged")
+    ratio = cand / base
+    band = max(margin if margin is not None else
+               threshold if threshold is not None else MARGIN, NOISE)
+    if ratio > 1.0 + band:
+        verdict = "more"
+    elif ratio < 1.0 / (1.0 + band):
+        verdict = "fewer"
+    else:
+        verdict = "same"
+    fails = threshold is not None and verdict == "more" and ratio > 1.0 + threshold
+    rule = (f"{threshold * 100:.3g}% allowed" if threshold is not None
+            else f"{band * 100:.3g}% margin")
+    reason = (f"{what} per call {ratio:.4f}x ({cand:,.0f} now, {base:,.0f} before): "
+              f"{verdict}{', beyond the ' + rule if fails else ' (' + rule + ')'}")
+    return CountVerdict(name, verdict, ratio, base, cand, threshold, fails, reason)

@@ -1,0 +1,366 @@
+"""Instruction counts (issue 24): the CPU's counters through counters=, callgrind's counts
+in the --instructions modes, the rule that judges counts, and where they show.
+
+The counts under valgrind are tested here on the native core (one valgrind run of a
+script, ~25 s) and through the CLI's gate end to end (three spatialhub-bench --instructions
+runs and two --compare: ~1 min of CPU); both skip, saying so, where valgrind is not
+installed.  The gate's rates over many runs, for the CLI and the pytest plugin, are
+bench/bench_instruction_gate.py's (docs/guide.md, "Instruction counts")."""
+import json
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import spatialhub.utils.profiling as prof
+from spatialhub.utils.profiling import _native, benchmark_callable, format_benchmark_table
+from spatialhub.utils.profiling.instructions import NOISE, callgrind_command, judge_counts
+
+HAVE_VALGRIND = shutil.which("valgrind") is not None
+
+
+def busy(n=20_000):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def recorded(fn, *args, **kwargs):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, [r.message for r in w if issubclass(r.category, prof.BenchmarkWarning)]
+
+
+# ---- counters= : the CPU's counters ---------------------------------------------------
+
+def test_counters_argument_is_checked():
+    with pytest.raises(ValueError, match="counters must be None, or names from 'instructions'"):
+        benchmark_callable(busy, num_iters=1, counters=("instructions", "cache-misses"))
+    with pytest.raises(TypeError, match="counters must be"):
+        benchmark_callable(busy, num_iters=1, counters=5)
+    with pytest.raises(TypeError, match="counters must be"):
+        benchmark_callable(busy, num_iters=1, counters=[b"cycles"])
+    calls = []
+    with pytest.raises(ValueError):   # nothing is called before the options are checked
+        benchmark_callable(lambda: calls.append(1), num_iters=1, counters="branches")
+    assert calls == []
+
+
+def test_without_counters_nothing_is_counted_or_said():
+    s, w = recorded(benchmark_callable, busy, 1000, num_warmup=1, num_iters=5)
+    assert (s.instructions_per_call, s.cycles_per_call, s.counter_source) == (None, None, None)
+    assert not any(isinstance(m, prof.CountersWarning) for m in w)
+
+
+def test_counters_are_read_where_the_cpu_has_them_and_never_faked_elsewhere():
+    s1, w1 = recorded(benchmark_callable, busy, 20_000, num_warmup=3, num_iters=20,
+                      counters=("instructions", "cycles"))
+    if s1.instructions_per_call is None:
+        # this machine (a VM without a virtual PMU: ENOENT) -- refused, with the reason
+        assert s1.cycles_per_call is None and s1.counter_source is None
+        [m] = [m for m in w1 if isinstance(m, prof.CountersWarning)]
+        assert "counters not available" in m.causes
+        assert "perf_event_open(instructions) failed with " in m.reason
+        assert "counters not available" in str(m) and "callgrind" in str(m)
+        assert m.stats is s1
+        return
+    # a machine with counters: figures that behave like instruction counts
+    s2 = benchmark_callable(busy, 40_000, num_warmup=3, num_iters=20,
+                            counters=("instructions", "cycles"))
+    assert s1.counter_source == s2.counter_source == "perf_event"
+    assert 20_000 * 3 < s1.instructions_per_call < 20_000 * 100   # a few per loop step
+    assert 1.8 < s2.instructions_per_call / s1.instructions_per_call < 2.2
+    assert s1.cycles_per_call > 0
+    assert not any(isinstance(m, prof.CountersWarning) for m in w1)
+
+
+def test_counter_plumbing_with_software_clocks():
+    # The software clocks (ns of the thread's CPU time) stand in for the hardware
+    # events: open, start and stop around the loop, the floor taken out, per call.
+    old = _native._perfctr_software(True)
+    try:
+        noop = benchmark_callable(_native._noop, num_warmup=10, num_iters=2000,
+                                  counters=("instructions", "cycles"))
+        work = benchmark_callable(busy, 20_000, num_warmup=2, num_iters=20,
+                                  counters=("instructions", "cycles"))
+    finally:
+        _native._perfctr_software(old)
+    assert work.counter_source == "perf_event"
+    assert work.instructions_per_call > 0 and work.cycles_per_call > 0
+    # CPU ns of a ~1 ms loop, the loop's floor taken out of the no-op's
+    assert work.instructions_per_call > 100 * max(noop.instructions_per_call, 1.0)
+    assert noop.instructions_per_call < 1_000
+    # CPU time never exceeds wall time by much (a clock read apart)
+    assert work.instructions_per_call < 2.0 * work.max_ms * 1e6
+
+
+# ---- where counts show -------------------------------------------------------------------
+
+def test_counts_in_the_table(make_stats):
+    counted = make_stats(name="a", instructions_per_call=6_389_075.4, counter_source="callgrind")
+    plain = make_stats(name="b")
+    t = format_benchmark_table([counted, plain], columns=["instructions", "cycles"])
+    header, _, row_a, row_b = t.splitlines()
+    assert header.endswith("| Instructions / call | Cycles / call |")
+    assert row_a.endswith("| 6,389,075 | N/A |")
+    assert row_b.endswith("| N/A | N/A |")
+    assert "Instructions / call" in format_benchmark_table([counted, plain], columns="auto")
+    assert "Instructions" not in format_benchmark_table([plain], columns="auto")
+    assert "Instructions" not in format_benchmark_table([counted])   # the released layout
+
+
+def test_counts_survive_dict_json_and_pickle(make_stats):
+    s = make_stats(instructions_per_call=123_456.7, cycles_per_call=98_765.4,
+                   counter_source="perf_event")
+    d = s.to_dict()
+    assert (d["instructions_per_call"], d["cycles_per_call"], d["counter_source"]) == \
+        (123_456.7, 98_765.4, "perf_event")
+    back = prof.BenchmarkStats.from_dict(json.loads(s.to_json()))
+    assert back.instructions_per_call == 123_456.7 and back.counter_source == "perf_event"
+    assert pickle.loads(pickle.dumps(s)).cycles_per_call == 98_765.4
+    assert "instructions_per_call=123456.7" in repr(s)
+    assert "instructions_per_call" not in repr(make_stats())
+    with pytest.raises(TypeError):
+        s.instructions_per_call = "many"
+
+
+# ---- the rule for counts ----------------------------------------------------------------
+
+def test_judge_counts():
+    same = judge_counts("f", 100_000, 100_050, 0.01)
+    assert (same.verdict, same.fails) == ("same", False)
+    more = judge_counts("f", 100_000, 102_000, 0.01)
+    assert (more.verdict, more.fails) == ("more", True)
+    assert "1.0200x (102,000 now, 100,000 before): more, beyond the 1% allowed" in more.reason
+    fewer = judge_counts("f", 100_000, 95_000, 0.01)
+    assert (fewer.verdict, fewer.fails) == ("fewer", False)
+    # within what separate runs of identical code read apart, never a change
+    tight = judge_counts("f", 100_000, 100_000 * (1 + NOISE / 2), 0.0001)
+    assert (tight.verdict, tight.fails) == ("same", False)
+    report_only = judge_counts("f", 100_000, 150_000)
+    assert (report_only.verdict, report_only.fails) == ("more", False)
+    for base, cand in ((None, 1.0), (1.0, None), (float("nan"), 1.0), (0.0, 1.0)):
+        v = judge_counts("f", base, cand, 0.01)
+        assert (v.verdict, v.fails) == ("no data", False)
+        assert "not judged" in v.reason
+
+
+def test_gate_field_instructions():
+    from spatialhub.utils.profiling.pytest_plugin.gate import FIELDS, check, parse_fail_rule
+
+    assert FIELDS["instructions"] == "count"
+    rule = parse_fail_rule("instructions:1%")
+    assert (rule.field, rule.kind, rule.value) == ("instructions", "pct", 1.0)
+    ok = check(rule, "t", {"instructions": 1e6}, {"instructions": 1.001e6})
+    bad = check(rule, "t", {"instructions": 1e6}, {"instructions": 1.02e6})
+    assert not ok.fails and bad.fails and bad.verdict.verdict == "more"
+    absolute = parse_fail_rule("instructions:5000")       # instructions per call
+    assert check(absolute, "t", {"instructions": 1e6}, {"instructions": 1.004e6}).fails is False
+    assert check(absolute, "t", {"instructions": 1e6}, {"instructions": 1.0061e6}).fails
+    missing = check(rule, "t", {"median": 1.0}, {"instructions": 1e6})
+    assert not missing.fails and "no instructions count" in missing.reason
+
+
+# ---- the commands, without valgrind ---------------------------------------------------------
+
+def cli(*args, env=None, cwd=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "spatialhub.utils.profiling", *map(str, args)],
+                          capture_output=True, text=True, env=e, cwd=cwd, timeout=300)
+
+
+def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):
+    p = cli("--instructions", env={"PATH": str(tmp_path)})   # no valgrind on this PATH
+    assert p.returncode == 1, p.stderr
+    assert "valgrind is not installed" in p.stderr and "apt-get install valgrind" in p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+    p = cli("--instructions", "--processes", "2")
+    assert p.returncode == 2 and "--processes does not apply to --instructions" in p.stderr
+
+
+def test_cli_compare_instructions_gate(tmp_path, make_stats):
+    def save(name, count):
+        s = make_stats(instructions_per_call=count, counter_source="callgrind",
+                       samples_ms=[1.0, 1.1, 1.2])
+        (tmp_path / name).write_text(s.to_json(samples=True))
+    save("base.json", 1_000_000)
+    save("same.json", 1_000_400)
+    save("more.json", 1_020_000)
+    (tmp_path / "timed.json").write_text(make_stats(samples_ms=[1.0, 1.1]).to_json(samples=True))
+    p = cli("--compare", "base.json", "same.json", "--instructions", "--fail-if-slower", "1",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "| Instructions / call |" in p.stdout and "1,000,400" in p.stdout
+    assert "1.0004x (1,000,400 now, 1,000,000 before): same (1% allowed)" in p.stdout
+    p = cli("--compare", "base.json", "more.json", "--instructions", "--fail-if-slower", "1",
+            "--json", "cmp.json", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert "more than 1% more instructions per call" in p.stderr
+    verdict = json.loads((tmp_path / "cmp.json").read_text())
+    assert (verdict["verdict"], verdict["fails"]) == ("more", True)
+    assert verdict["ratio"] == pytest.approx(1.02)
+    p = cli("--compare", "base.json", "timed.json", "--instructions", cwd=tmp_path)
+    assert p.returncode == 1 and "has no instructions count" in p.stderr
+    assert "--instructions --json" in p.stderr
+
+
+def run_pytest(tmp_path, source, *args, env=None):
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent(source))
+    e = dict(os.environ)
+    e.pop("PYTEST_ADDOPTS", None)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:benchmark", *args], cwd=tmp_path, env=e, capture_output=True,
+                       text=True, timeout=240)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_plugin_instruction_gate_needs_the_instruction_mode(tmp_path):
+    src = """
+        def test_it(benchmark):
+            benchmark(sum, range(10))
+    """
+    rc, out = run_pytest(tmp_path, src, "--benchmark-compare-fail=instructions:1%",
+                         "--benchmark-compare")
+    assert rc == 4, out
+    assert "instructions:1% judges instruction counts: add --benchmark-instructions" in out
+    rc, out = run_pytest(tmp_path, src, "--benchmark-instructions",
+                         env={"PATH": str(tmp_path)})
+    assert rc == 4, out
+    assert "--benchmark-instructions: counting instructions runs the benchmarks under " \
+           "valgrind's callgrind, and valgrind is not installed" in out
+
+
+# ---- under callgrind ----------------------------------------------------------------------
+
+SCRIPT = """
+    import json, sys, warnings
+    from spatialhub.utils.profiling import BenchmarkWarning, _native, benchmark_callable
+
+    from itertools import repeat
+
+    def loop(n):
+        # allocates nothing (small ints are cached): a loop that allocates an int a
+        # step read 6% fewer instructions on its second benchmark in some runs than
+        # on its first, with the allocator's state (docs/guide.md, "What a count misses")
+        s = 0
+        for _ in repeat(None, n):
+            s ^= 1
+        return s
+
+    calls = [0]
+    def cold_then_warm():
+        calls[0] += 1
+        return loop(20_000 if calls[0] <= 10 else 1_000)   # the first 10 calls: 20x
+
+    class Boom(Exception):
+        pass
+    def raises_on_third():
+        calls[0] += 1
+        if calls[0] == 3:
+            raise Boom("third")
+        return loop(1_000)
+
+    out = {"active": _native._callgrind_active()}
+    B = dict(num_warmup=10, num_iters=5, disable_gc=True)
+    out["noop"] = benchmark_callable(_native._noop, **B).instructions_per_call
+    s = benchmark_callable(loop, 1_000, **B)
+    out["k1"], out["source"] = s.instructions_per_call, s.counter_source
+    out["k1_again"] = benchmark_callable(loop, 1_000, **B).instructions_per_call
+    out["k2"] = benchmark_callable(loop, 2_000, **B).instructions_per_call
+    out["warm"] = benchmark_callable(cold_then_warm, **B).instructions_per_call
+    calls[0] = 0
+    try:
+        benchmark_callable(raises_on_third, num_warmup=0, num_iters=5)
+    except Boom as exc:
+        out["raised"] = str(exc)
+    out["after_raise"] = benchmark_callable(loop, 1_000, **B).instructions_per_call
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        s = benchmark_callable(loop, 1_000, counters=("instructions", "cycles"), **B)
+    out["with_counters"] = [s.instructions_per_call, s.cycles_per_call]
+    out["reasons"] = [getattr(m.message, "reason", None) for m in w
+                      if issubclass(m.category, BenchmarkWarning)]
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not HAVE_VALGRIND, reason="valgrind is not installed")
+def test_callgrind_counts_the_timed_calls_and_nothing_else(tmp_path):
+    (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
+    env = dict(os.environ, SPATIALHUB_CALLGRIND_DIR=str(tmp_path))
+    cmd = callgrind_command([sys.executable, str(tmp_path / "script.py")], str(tmp_path))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["active"] and r["source"] == "callgrind"
+    # the harness's own work is not counted: a native no-op is its call and nothing more
+    assert 0 < r["noop"] < 200, r
+    # identical benchmarks read the same count; twice the loop, twice the count
+    assert abs(r["k1_again"] / r["k1"] - 1) < NOISE, r
+    assert 1.9 < (r["k2"] - r["noop"]) / (r["k1"] - r["noop"]) < 2.1, r
+    # the warm-up is not counted (its 10 calls did 20x the work)
+    assert abs(r["warm"] / r["k1"] - 1) < 0.02, r
+    # a raising call: the user's exception, and the next benchmark still reads its own
+    assert r["raised"] == "third"
+    assert abs(r["after_raise"] / r["k1"] - 1) < NOISE, r
+    # under valgrind the CPU's counters would count valgrind: cycles refused, said why
+    assert r["with_counters"][0] == pytest.approx(r["k1"], rel=NOISE)
+    assert r["with_counters"][1] is None
+    assert any(reason and "under valgrind" in reason for reason in r["reasons"]), r
+    # every dump was read and removed
+    assert not [f for f in os.listdir(tmp_path) if ".out." in f]
+    assert not math.isnan(r["k1"])
+
+
+# ---- the gate end to end: CI's small instruction-gate test ---------------------------------
+
+WORKLOAD = """
+    import os
+
+    REPS = int(os.environ["GATE_REPS"])   # 100: the saved code; 102: 2% more work
+
+    def work():
+        for _ in range(REPS):
+            sum(i * i for i in range(30))
+"""
+
+
+@pytest.mark.skipif(not HAVE_VALGRIND, reason="valgrind is not installed (the instruction "
+                    "gate runs the benchmark under valgrind's callgrind)")
+def test_cli_instruction_gate_end_to_end(tmp_path):
+    # A saved run, a run of the same code and a run with 2% more work, each one
+    # spatialhub-bench --instructions process (~15 s here under callgrind); the gate at 1%
+    # passes the same code and fails the 2% -- the issue's rule, one run each.
+    (tmp_path / "wl.py").write_text(textwrap.dedent(WORKLOAD))
+    counts = {}
+    for label, reps in (("base", 100), ("same", 100), ("more", 102)):
+        p = cli("--callable", "wl.py:work", "--instructions", "--no-progress",
+                "--json", f"{label}.json", env={"GATE_REPS": str(reps)}, cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "counting instructions: running again under valgrind's callgrind" in p.stderr
+        assert "Instructions per call: counted by valgrind's callgrind" in p.stdout
+        doc = json.loads((tmp_path / f"{label}.json").read_text())
+        assert doc["counter_source"] == "callgrind"
+        assert (doc["warmup_iters"], doc["timed_iters"]) == (10, 5)   # the mode's defaults
+        counts[label] = doc["instructions_per_call"]
+    assert counts["base"] > 100 * 30 * 10          # ~10+ instructions a loop step, at least
+    # identical code: within 0.5% (one run of this test read 0.33% after the merge with
+    # issues 19-26, others 0.01%; the gate below, at 1%, is the user's promise)
+    assert abs(counts["same"] / counts["base"] - 1) < 0.005, counts
+    assert 1.015 < counts["more"] / counts["base"] < 1.025, counts
+    gate = ("--instructions", "--fail-if-slower", "1")
+    same = cli("--compare", "base.json", "same.json", *gate, cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    more = cli("--compare", "base.json", "more.json", *gate, cwd=tmp_path)
+    assert more.returncode == 3, more.stdout + more.stderr
+    assert "more than 1% more instructions per call" in more.stderr
