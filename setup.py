@@ -20,9 +20,9 @@ def knob(name):
 # rendering, Python types, the run, the module.
 SOURCES = [
     "clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
-    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c",
+    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c", "docstrings.c",
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
-    "fields.c",
+    "fields.c", "fielddoc.c",
     "flags.c", "cells.c", "table.c",
     "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scopeframe.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "bench.c",
