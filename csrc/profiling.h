@@ -1426,6 +1426,10 @@ typedef struct {
  * reference, or NULL with MemoryError. */
 extern PyType_Spec shp_node_spec;
 shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
+/* scopenode.c.  A duration in seconds as people read it in a repr: 3
+ * significant digits in ns, us, ms or s ("309 us", "1.25 s"), never an
+ * exponent; into buf (32 bytes suffice).  No Python calls. */
+void shp_format_seconds(double s, char *buf, size_t size);
 
 /* One entry of a scope: what a profiler's ContextVar holds (scopeframe.c). */
 typedef struct shp_Frame {
