@@ -128,8 +128,8 @@ shp_fields_spec_doc(PyType_Spec *spec, const shp_field *fields, const char *extr
     put_group(&b, fields, 2, "Optional, keyword-only.");
     if (extra_params != NULL)
         put(&b, extra_params);
-    put(&b, "\nEach field parameter sets the attribute of the same name, described there\n"
-            "(help() lists them).");
+    put(&b, "\nNotes\n-----\nEach field parameter sets the attribute of the same name, described\n"
+            "there (help() lists them).");
     if (outro != NULL)
         put(&b, outro);
     for (PyType_Slot *s = spec->slots; s->slot != 0; s++)

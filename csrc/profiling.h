@@ -1117,8 +1117,8 @@ const char *shp_type_short_name(PyTypeObject *tp);
  * type copies it): the text signature "Short(a, b=0.0, *, c=None, <extra_sig>)"
  * that inspect.signature reads (CPython 3.10+), then `intro`, a numpydoc
  * Parameters section naming the fields by kind, `extra_params` (entries for
- * keywords __init__ takes beside the table; or NULL), a line pointing at the
- * attributes, and `outro` (or NULL).  When buf is too small the slot keeps the
+ * keywords __init__ takes beside the table; or NULL), a Notes section pointing
+ * at the attributes, and `outro` (or NULL).  When buf is too small the slot keeps the
  * spec's own doc (no signature: tests/test_help_and_types.py fails).  Call
  * before the type is made; no Python calls, never fails. */
 void shp_fields_spec_doc(PyType_Spec *spec, const shp_field *fields, const char *extra_sig,
