@@ -143,7 +143,7 @@ const char shp_doc_format_benchmark_table[] =
     "--------\n"
     ">>> s = BenchmarkStats('resize', 'CPU', 2.0, 1.9, 0.3, 2.5, 1.7, 3.1, 500.0, 10, 50)\n"
     ">>> print(format_benchmark_table(s).splitlines()[-1])\n"
-    "| resize | `CPU` | 2.00 +/- 0.30 | 1.90 | 2.50 | **500.0** | 0.0 MB |";
+    "| **resize** | `CPU` | 2.00 +/- 0.30 | 1.90 | 2.50 | **500.0** | 0.0 MB |";
 
 const char shp_doc_compare_benchmarks[] =
     "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0, margin=0.05,\n"

@@ -148,6 +148,40 @@ def test_help_first_lines_read_well():
         assert first.endswith("."), first
 
 
+def _examples():
+    """(label, docstring) of every public name and public method whose help has
+    Examples."""
+    seen = set()
+    for name in PUBLIC_CALLABLES:
+        obj = getattr(sp, name)
+        targets = [(name, obj)]
+        if isinstance(obj, type):
+            targets += [(f"{name}.{a}", getattr(obj, a)) for a in dir(obj)
+                        if not a.startswith("_")]
+        for label, target in targets:
+            doc = inspect.cleandoc(target.__doc__ or "") if isinstance(target, type) \
+                else inspect.getdoc(target)
+            if doc and ">>>" in doc and doc not in seen:
+                seen.add(doc)
+                yield pytest.param(label, doc, id=label)
+
+
+@pytest.mark.parametrize("label, doc", list(_examples()))
+def test_help_examples_run_as_shown(label, doc):
+    import doctest
+    import warnings
+
+    globs = {n: getattr(sp, n) for n in sp.__all__}
+    test = doctest.DocTestParser().get_doctest(doc, globs, label, None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # a busy machine's warning is not the point
+        result = runner.run(test, out=lambda text: pytest.fail(text))
+    skipped = sum(bool(e.options.get(doctest.SKIP)) for e in test.examples)
+    # the examples too slow to run here (fresh processes, models) are marked +SKIP
+    assert result.failed == 0 and result.attempted + skipped == len(test.examples) >= 1
+
+
 # ---- timeit keeps the signature -------------------------------------------------
 
 def _target(x: int, /, y: str = "a", *, z: float = 1.0, **extra: object) -> int:
