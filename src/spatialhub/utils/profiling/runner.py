@@ -22,7 +22,7 @@ import math
 import operator
 import random
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -215,7 +215,9 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     return comparison
 
 
-_Runs = Tuple[Sequence[BenchmarkStats], Sequence[BenchmarkStats]]
+if TYPE_CHECKING:   # not at run time: typing's cache of Sequence[BenchmarkStats] would
+    # keep the native module alive past its teardown (its CUDA contexts unreleased)
+    _Runs = Tuple[Sequence[BenchmarkStats], Sequence[BenchmarkStats]]
 
 
 def _completed(runs: _Runs, block_iters: int, names: tuple[str, str], margin: float,

@@ -8,15 +8,24 @@ import.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
 from .sweeps import SweepResult, _sweep_rows
 
-if TYPE_CHECKING:   # torch is optional: without it these annotations read as Any
-    import torch  # type: ignore[import-not-found, unused-ignore]
+if TYPE_CHECKING:
+    from typing import overload
+
+    import torch  # type: ignore[import-not-found, unused-ignore]   # optional: else Any
 
     DType = Union[torch.dtype, str]
+else:
+    # typing.overload (3.11+) keeps every overload in a registry for the life of the
+    # process, and with it this module's globals: the native module would outlive its
+    # teardown (its CUDA primary contexts never released).  The overloads are for type
+    # checkers; at run time the implementation alone is profile_model.
+    def overload(func: Any) -> Any:
+        return func
 
 __all__ = ["profile_model"]
 
