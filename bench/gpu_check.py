@@ -57,7 +57,8 @@ def load_package():
     for mod in [m for m in sys.modules if m.startswith("spatialhub")]:
         del sys.modules[mod]
     sys.path.insert(0, SRC)
-    built = glob.glob(os.path.join(SRC, "spatialhub", "utils", "profiling", "_native*"))
+    built = [p for p in glob.glob(os.path.join(SRC, "spatialhub", "utils", "profiling", "_native*"))
+             if not p.endswith(".pyi")]   # the stub is no build: its age says nothing
     newest_src = max(os.path.getmtime(p) for p in glob.glob(os.path.join(ROOT, "csrc", "*")))
     if not built or min(os.path.getmtime(p) for p in built) < newest_src:
         print("gpu_check: building the extension in place (setup.py build_ext --inplace) ...",

@@ -66,7 +66,19 @@ static PyGetSetDef comparison_getset[sizeof(comparison_fields) / sizeof(comparis
 void
 shp_comparison_prepare_spec(void)
 {
+    static char doc[3072];
     shp_fields_fill_getset(comparison_fields, NULL, comparison_getset);
+    shp_fields_spec_doc(
+        &shp_comparison_spec, comparison_fields, NULL,
+        "Candidate against baseline: the ratio of their medians, its 95% interval and a\n"
+        "verdict with its reason.\n\n"
+        "What compare_benchmarks, compare_callables and compare_repeated return; made by\n"
+        "hand, it takes its fields as arguments.",
+        NULL,
+        "\n\nExamples\n--------\n"
+        ">>> c = Comparison('old', 'new', 2.0, 1.0, 0.5, 0.45, 0.55, 'faster', 2000)\n"
+        ">>> c.ratio, c.verdict\n(0.5, 'faster')",
+        doc, sizeof doc);
 }
 
 static PyObject *
@@ -255,13 +267,25 @@ Cmp_html(PyObject *op, PyObject *unused)
 }
 
 static PyMethodDef comparison_methods[] = {
-    {"to_dict", Cmp_to_dict, METH_NOARGS, "to_dict() -> dict (ratios rounded to 4 decimals)."},
+    {"to_dict", Cmp_to_dict, METH_NOARGS,
+     "to_dict($self, /)\n"
+     "--\n"
+     "\n"
+     "The fields as a dict, ratios rounded to 4 decimals."},
     {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
     {"__setstate__", Cmp_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},
     {"_repr_html_", Cmp_html, METH_NOARGS, "HTML table (Jupyter)."},
-    {"to_markdown", Cmp_markdown, METH_NOARGS, "The comparison as a Markdown table."},
-    {"to_html", Cmp_html, METH_NOARGS, "The comparison as an HTML table."},
+    {"to_markdown", Cmp_markdown, METH_NOARGS,
+     "to_markdown($self, /)\n"
+     "--\n"
+     "\n"
+     "The comparison as a Markdown table (names escaped to render as given)."},
+    {"to_html", Cmp_html, METH_NOARGS,
+     "to_html($self, /)\n"
+     "--\n"
+     "\n"
+     "The comparison as an HTML table."},
     {0},
 };
 
@@ -275,7 +299,7 @@ static PyType_Slot comparison_slots[] = {
     {Py_tp_hash, PyObject_HashNotImplemented},
     {Py_tp_methods, comparison_methods},
     {Py_tp_getset, comparison_getset},
-    {Py_tp_doc, "Result of compare_benchmarks(baseline, candidate)."},
+    {Py_tp_doc, "Candidate against baseline: the ratio of their medians and a verdict."},
     {0, NULL},
 };
 

@@ -78,17 +78,14 @@ CudaSync_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+/* The sync itself: None, or NULL with RuntimeError naming the CUDA error. */
 static PyObject *
-CudaSync_call(PyObject *self, PyObject *args, PyObject *kwargs)
+CudaSync_sync(PyObject *self)
 {
     shp_CudaSync *s = (shp_CudaSync *)self;
     shp_state *st;
     shp_CUresult rc;
 
-    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "CudaSync() takes no arguments");
-        return NULL;
-    }
     st = shp_state_from_type(Py_TYPE(self));
     if (st == NULL) {
         if (!PyErr_Occurred()) {
@@ -109,6 +106,33 @@ CudaSync_call(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     Py_RETURN_NONE;
 }
+
+static PyObject *
+CudaSync_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "CudaSync() takes no arguments");
+        return NULL;
+    }
+    return CudaSync_sync(self);
+}
+
+/* The same call as a method in the type's dict, so that inspect.signature
+ * reads its text signature (it refuses the slot wrapper tp_call would get);
+ * METH_COEXIST puts it there in place of that wrapper.  Calling the object
+ * still goes through tp_call. */
+static PyObject *
+CudaSync_call_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return CudaSync_sync(self);
+}
+
+static PyMethodDef CudaSync_methods[] = {
+    {"__call__", CudaSync_call_method, METH_NOARGS | METH_COEXIST,
+     "__call__($self, /)\n--\n\nSynchronise the device: returns None once its work is done."},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *
 CudaSync_repr(PyObject *self)
@@ -160,14 +184,22 @@ CudaSync_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 PyDoc_STRVAR(CudaSync_doc,
 "Synchronise a CUDA device: cuCtxSynchronize on the calling thread's current\n"
 "context, or on the device's primary context when the thread has none.\n"
-"The GIL is released while waiting.  Raises RuntimeError naming the CUDA\n"
-"error on failure.  Made by get_cuda_sync_fn().");
+"\n"
+"Made by get_cuda_sync_fn(); called with no argument, it returns None once the\n"
+"device's work is done.  The GIL is released while waiting.  benchmark_callable\n"
+"calls it without the interpreter.\n"
+"\n"
+"Raises\n"
+"------\n"
+"RuntimeError\n"
+"    The sync failed (the message names the CUDA error).");
 
 static PyType_Slot CudaSync_slots[] = {
     {Py_tp_dealloc, (void *)CudaSync_dealloc},
     {Py_tp_call, (void *)CudaSync_call},
     {Py_tp_repr, (void *)CudaSync_repr},
     {Py_tp_getset, (void *)CudaSync_getset},
+    {Py_tp_methods, (void *)CudaSync_methods},
     {Py_tp_doc, (void *)CudaSync_doc},
 #if PY_VERSION_HEX < 0x030A0000
     {Py_tp_new, (void *)CudaSync_new},

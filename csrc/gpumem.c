@@ -76,7 +76,11 @@ Gpu_reduce(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef gpumem_methods[] = {
-    {"to_dict", Gpu_to_dict, METH_NOARGS, "to_dict() -> dict (MiB rounded to 2 decimals)."},
+    {"to_dict", Gpu_to_dict, METH_NOARGS,
+     "to_dict($self, /)\n"
+     "--\n"
+     "\n"
+     "The three fields as a dict, MiB rounded to 2 decimals."},
     {"__reduce__", Gpu_reduce, METH_NOARGS, "Pickle support."},
     {0},
 };
@@ -90,8 +94,7 @@ static PyType_Slot gpumem_slots[] = {
     {Py_tp_hash, PyObject_HashNotImplemented},
     {Py_tp_methods, gpumem_methods},
     {Py_tp_getset, gpumem_getset},
-    {Py_tp_doc, "GPUMemoryInfo(total_mb, free_mb, used_mb)\n\n"
-                "Device memory in MiB, as cuMemGetInfo_v2 reports it (device-wide)."},
+    {Py_tp_doc, "Device memory in MiB, as cuMemGetInfo_v2 reports it (device-wide)."},
     {0, NULL},
 };
 
@@ -105,7 +108,17 @@ PyType_Spec shp_gpumem_spec = {
 void
 shp_gpumem_prepare_spec(void)
 {
+    static char doc[1024];
     shp_fields_fill_getset(gpumem_fields, NULL, gpumem_getset);
+    shp_fields_spec_doc(
+        &shp_gpumem_spec, gpumem_fields, NULL,
+        "Device memory in MiB, as cuMemGetInfo_v2 reports it (device-wide).\n\n"
+        "What get_gpu_vram_mb returns.",
+        NULL,
+        "\n\nExamples\n--------\n"
+        ">>> GPUMemoryInfo(8192.0, 6144.0, 2048.0).to_dict()\n"
+        "{'total_mb': 8192.0, 'free_mb': 6144.0, 'used_mb': 2048.0}",
+        doc, sizeof doc);
 }
 
 PyObject *

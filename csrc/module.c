@@ -250,58 +250,95 @@ shp_llc_info(PyObject *module, PyObject *unused)
 
 static PyMethodDef shp_methods[] = {
     {"benchmark_callable", FASTKW(shp_benchmark_callable),
-     "benchmark_callable($module, func, /, *args, name='BenchmarkTarget', device='CPU',\n"
-     "                   num_warmup=10, num_iters=50, track_ram=True, track_vram=True,\n"
-     "                   sync_fn=None, target_rel_ci=None, max_time_s=None, disable_gc=False,\n"
-     "                   progress=None, cache='warm', stream=None, run_spread=None,\n"
-     "                   counters=None, **kwargs)\n--\n\n"
-     "-> BenchmarkStats\n\n"
-     "Time func(*args, **kwargs): num_warmup untimed calls, then num_iters timed ones, each\n"
-     "between two device syncs.  device='CUDA' (or any label containing 'cuda', 'cuda:1' for\n"
-     "ordinal 1) syncs with the CUDA driver's cuCtxSynchronize unless sync_fn is given.\n"
-     "target_rel_ci makes num_iters a minimum and runs on until the median's 95% CI\n"
-     "half-width is within that fraction of the median, or max_time_s (default 30) is spent.\n"
-     "cache='cold' evicts the CPU's last-level cache before every call, outside the timed region.\n"
-     "run_spread (a fraction) is this machine's between-run spread for the rerun interval\n"
-     "(rerun_low_ms, rerun_high_ms); None: its calibration, else 15% assumed.\n"
-     "counters=('instructions', 'cycles') reads the CPU's counters around the timed loop\n"
-     "(Linux perf_event_open, user space) into instructions_per_call / cycles_per_call;\n"
-     "where they are not available those stay None and a CountersWarning says why."},
+     shp_doc_benchmark_callable},
     {"format_benchmark_table", FASTKW(shp_format_benchmark_table),
-     "format_benchmark_table($module, stats_list, title=None, throughput_unit='FPS', *,\n"
-     "                       baseline=None, param=None, format='markdown', run_spread=None,\n"
-     "                       margin=0.05, columns=None)\n"
-     "--\n\n"
-     "-> str\n\n"
-     "One BenchmarkStats or an iterable of them as a Markdown table.  A 'Peak VRAM Delta'\n"
-     "column appears when any row is on a CUDA device; baseline adds a 'vs Baseline' column\n"
-     "(ratio and verdict by compare_benchmarks' rule, run_spread and margin as there); param\n"
-     "adds a column with each row's params[param]; format='html' renders an HTML table.\n"
-     "columns adds columns beyond the released layout: names from rerun, first_call, p99,\n"
-     "ci95, min, max, gpu, host_share, cache, or 'auto' (rerun, first_call, gpu, host_share\n"
-     "and cache where some row has them)."},
+     shp_doc_format_benchmark_table},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
-     "compare_benchmarks($module, baseline, candidate, *, resamples=2000, seed=0, margin=0.05,\n"
-     "                   run_spread=None, paired=False)\n--\n\n"
-     "-> Comparison\n\n"
-     "Ratio of medians (candidate / baseline), its 95% interval widened by the between-block\n"
-     "and between-run spread (run_spread: a measured one; None: from run_sizes, else the\n"
-     "run's slow variation but at least 15% for a single run), and a verdict with its reason."},
+     shp_doc_compare_benchmarks},
     {"get_cuda_sync_fn", (PyCFunction)shp_get_cuda_sync_fn, METH_NOARGS,
-     "get_cuda_sync_fn($module, /)\n--\n\n-> callable or None\n\n"
-     "A native callable that runs cuCtxSynchronize on the calling thread's context (or the\n"
-     "device's primary context) with the GIL released; None without a driver or device."},
+     "get_cuda_sync_fn($module, /)\n"
+     "--\n"
+     "\n"
+     "The native CUDA device sync, or None without a CUDA driver or device.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "CudaSync or None\n"
+     "    A callable that runs cuCtxSynchronize on the calling thread's context\n"
+     "    (or the device's primary context) with the GIL released; benchmark_callable\n"
+     "    calls it without the interpreter.\n"
+     "\n"
+     "Examples\n"
+     "--------\n"
+     ">>> sync = get_cuda_sync_fn()\n"
+     ">>> sync is None or callable(sync)\n"
+     "True"},
     {"get_gpu_vram_mb", FASTKW(shp_get_gpu_vram_mb),
-     "get_gpu_vram_mb($module, device_id=0)\n--\n\n-> GPUMemoryInfo or None\n\n"
-     "Device memory in MiB from cuMemGetInfo_v2 (device-wide), None without CUDA."},
+     "get_gpu_vram_mb($module, device_id=0)\n"
+     "--\n"
+     "\n"
+     "Device memory of a CUDA device, in MiB (cuMemGetInfo_v2: device-wide).\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "device_id : int, default 0\n"
+     "    The device's ordinal.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "GPUMemoryInfo or None\n"
+     "    total_mb, free_mb and used_mb; None without a CUDA driver or device.\n"
+     "\n"
+     "Raises\n"
+     "------\n"
+     "TypeError, ValueError\n"
+     "    A device_id that is not an int, negative or out of range.\n"
+     "\n"
+     "Examples\n"
+     "--------\n"
+     ">>> info = get_gpu_vram_mb()\n"
+     ">>> info is None or info.total_mb >= info.used_mb\n"
+     "True"},
     {"get_ram_mb", shp_get_ram_mb, METH_NOARGS,
-     "get_ram_mb($module, /)\n--\n\n-> float\n\nCurrent resident set size of this process in MiB."},
+     "get_ram_mb($module, /)\n"
+     "--\n"
+     "\n"
+     "The resident set size of this process, in MiB.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "float\n"
+     "\n"
+     "Raises\n"
+     "------\n"
+     "OSError\n"
+     "    Where it cannot be read.\n"
+     "\n"
+     "Examples\n"
+     "--------\n"
+     ">>> get_ram_mb() > 0\n"
+     "True"},
     {"_stats_from_samples", FASTKW(shp_stats_from_samples),
      "Test hook: BenchmarkStats summarising the given samples (ms)."},
     {"suppressed_warnings", shp_suppressed_warnings, METH_NOARGS,
-     "suppressed_warnings() -> dict\n\nHow many times each machine-level cause (a busy "
-     "machine) was found again and not said, by label: such a condition is said once per "
-     "process until it clears.  The results still carry it (stats.flags)."},
+     "suppressed_warnings($module, /)\n"
+     "--\n"
+     "\n"
+     "How often each machine-level cause was found again and not said.\n"
+     "\n"
+     "A condition of the machine rather than of the benchmark (a busy machine) is\n"
+     "said once per process until it clears; the results still carry it\n"
+     "(stats.flags, stats.machine_busy).\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "dict of str to int\n"
+     "    Count by cause label, e.g. {'busy machine': 3}.\n"
+     "\n"
+     "Examples\n"
+     "--------\n"
+     ">>> isinstance(suppressed_warnings(), dict)\n"
+     "True"},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
     {"_warning_texts", shp_warning_texts, METH_O,
      "_warning_texts(entry) -> dict\n\nTest hook: every cause's text as said to a user of "
@@ -412,17 +449,33 @@ shp_exec(PyObject *m)
 #endif
     /* Timer("stage", profiler=p) without building an argument tuple and dict */
     st->timer_type->tp_vectorcall = shp_timer_vectorcall;
-    st->warning = PyErr_NewExceptionWithDoc(
+    st->warning = shp_exception_class(
         "spatialhub.utils.profiling.BenchmarkWarning",
-        "A benchmark figure that should not be trusted as it stands (overhead-dominated, "
-        "coarse timer, too few samples for the percentile shown, untracked VRAM).",
-        PyExc_UserWarning, NULL);
+        "A benchmark figure that should not be trusted as it stands.\n\n"
+        "A benchmark call warns at most once, listing every cause it found; the warning\n"
+        "is an instance of each cause's subclass (NoisyWarning, BusyMachineWarning, ...),\n"
+        "so a filter on any of them applies.  The numbers behind each cause are\n"
+        "attributes of the warning (docs/statistics.md, Warnings) and fields of the result.\n\n"
+        "Parameters\n----------\n*args\n    The message, as for any Warning.\n\n"
+        "Attributes\n----------\ncauses : tuple of str\n    The labels of the causes.\n"
+        "benchmark : str or None\n    The name of the benchmark.\n"
+        "stats : BenchmarkStats or None\n    Its result.",
+        PyExc_UserWarning);
     if (st->warning == NULL || add_object(m, "BenchmarkWarning", st->warning) < 0)
         return -1;
-    st->interrupted = PyErr_NewExceptionWithDoc(
+    st->interrupted = shp_exception_class(
         "spatialhub.utils.profiling.BenchmarkInterrupted",
-        "Ctrl-C during the timed loop; .stats holds the statistics of the completed iterations.",
-        PyExc_KeyboardInterrupt, NULL);
+        "Ctrl-C during a timed loop, with what was measured up to it.\n\n"
+        "A KeyboardInterrupt: code that catches that catches this too.\n\n"
+        "Parameters\n----------\n*args\n    The message.\n\n"
+        "Attributes\n----------\nstats : BenchmarkStats\n"
+        "    The statistics of the completed iterations (benchmark_repeated: of the\n"
+        "    completed runs, pooled; compare_repeated: a list, one pool per side).\n"
+        "partial : SweepResult\n"
+        "    sweep() and profile_model(batch_sizes=...): the values done so far.\n"
+        "comparison : Comparison or None\n"
+        "    compare_callables: the Comparison of the rounds both sides completed.",
+        PyExc_KeyboardInterrupt);
     if (st->interrupted == NULL || add_object(m, "BenchmarkInterrupted", st->interrupted) < 0)
         return -1;
     if (shp_warn_init(m, st) < 0)

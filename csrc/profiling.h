@@ -27,6 +27,7 @@
  *     constants.c the documented defaults and thresholds, as module constants
  *     perfctr.c   the CPU's counters of the thread: instructions, cycles (perf_event_open)
  *     callgrind.c the call callgrind counts, its zero / dump points, reading a dump
+ *     docstrings.c the long help() texts (numpydoc) of the module functions
  *  1. computation -- pure functions on C arrays or strings
  *     summary.c   order statistics, percentiles, mean/std, CI of the median
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
@@ -35,6 +36,7 @@
  *     verdict.c   verdicts that hold across runs: level spreads, margin rule
  *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
+ *     fielddoc.c  a field-table type's docstring and text signature
  *  3. rendering -- reads the result structs below, calls none of their functions
  *     flags.c     a result's doubt labels (noisy, busy machine, ...) from its fields
  *     cells.c     one cell's text: latencies, megabytes, a parameter, a verdict
@@ -695,6 +697,16 @@ void shp_preflight_read(shp_state *st, shp_preflight *out);
  * not NULL).  NULL with an exception on failure. */
 PyObject *shp_env_dict(shp_state *st, const shp_preflight *pf);
 
+/* docstrings.c: help() of benchmark_callable, format_benchmark_table,
+ * compare_benchmarks and BenchmarkStats' to_dict / to_json / from_dict, each
+ * starting with its text signature ("name($module, ...)\n--\n\n"). */
+extern const char shp_doc_benchmark_callable[];
+extern const char shp_doc_format_benchmark_table[];
+extern const char shp_doc_compare_benchmarks[];
+extern const char shp_doc_stats_to_dict[];
+extern const char shp_doc_stats_to_json[];
+extern const char shp_doc_stats_from_dict[];
+
 /* ======================================================================== */
 /* 1. computation                                                           */
 /* ======================================================================== */
@@ -1183,6 +1195,18 @@ void shp_fields_clear(PyObject *self, const shp_field *fields);
 int shp_round_digits(double x, int ndigits, double *out);
 /* The short name of a type ("BenchmarkStats"), for messages. */
 const char *shp_type_short_name(PyTypeObject *tp);
+/* fielddoc.c.  Put into the spec's Py_tp_doc slot the docstring of a type whose __init__
+ * is shp_fields_init over `fields`, built in buf[size] (static storage; the
+ * type copies it): the text signature "Short(a, b=0.0, *, c=None, <extra_sig>)"
+ * that inspect.signature reads (CPython 3.10+), then `intro`, a numpydoc
+ * Parameters section naming the fields by kind, `extra_params` (entries for
+ * keywords __init__ takes beside the table; or NULL), a Notes section pointing
+ * at the attributes, and `outro` (or NULL).  When buf is too small the slot keeps the
+ * spec's own doc (no signature: tests/test_help_and_types.py fails).  Call
+ * before the type is made; no Python calls, never fails. */
+void shp_fields_spec_doc(PyType_Spec *spec, const shp_field *fields, const char *extra_sig,
+                         const char *intro, const char *extra_params, const char *outro,
+                         char *buf, size_t size);
 
 /* ======================================================================== */
 /* 3. table.c, over the result structs                                      */
@@ -1376,6 +1400,11 @@ void shp_diag_clear(shp_diag *d);
 int shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats);
 /* Module exec: the cause classes on m, the combination cache.  0 / -1. */
 int shp_warn_init(PyObject *m, shp_state *st);
+/* A new exception class `qualname` ("pkg.Name") deriving from `base`, with
+ * the docstring `doc` and the text signature Name(*args) (what
+ * inspect.signature reads; tp_doc keeps it, __doc__ is `doc` alone).  New
+ * reference, or NULL with an exception. */
+PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
 /* suppressed_warnings(): {label: count} of the repeats not said. */
 PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
 /* Test hook _warning_texts(entry): {class name: text} as said to a user of
@@ -1485,6 +1514,10 @@ typedef struct {
  * reference, or NULL with MemoryError. */
 extern PyType_Spec shp_node_spec;
 shp_Node *shp_node_new(PyTypeObject *node_type, PyObject *name);
+/* scopenode.c.  A duration in seconds as people read it in a repr: 3
+ * significant digits in ns, us, ms or s ("309 us", "1.25 s"), never an
+ * exponent; into buf (32 bytes suffice).  No Python calls. */
+void shp_format_seconds(double s, char *buf, size_t size);
 
 /* One entry of a scope: what a profiler's ContextVar holds (scopeframe.c). */
 typedef struct shp_Frame {

@@ -475,15 +475,56 @@ static PyMemberDef profiler_members[] = {
 
 static PyMethodDef profiler_methods[] = {
     {"push", Profiler_push, METH_O,
-     "push(name) -> ProfileNode\n\nMake the child `name` of the current scope (reused if it "
-     "exists) the current scope of the calling thread / task; no timing."},
+     "push($self, name, /)\n"
+     "--\n"
+     "\n"
+     "Enter the child `name` of the current scope, without timing.\n"
+     "\n"
+     "The calling thread's (or asyncio task's) current scope becomes that child,\n"
+     "created if it does not exist.\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "name : str\n"
+     "    The child's name.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "ProfileNode\n"
+     "    The child."},
     {"pop", Profiler_pop, METH_NOARGS,
-     "pop()\n\nMake the current scope's parent current again; never pops the root."},
+     "pop($self, /)\n"
+     "--\n"
+     "\n"
+     "Make the current scope's parent current again; never pops the root."},
     {"reset", Profiler_reset, METH_NOARGS,
-     "reset()\n\nForget every scope and trace event: a new root, a new tree."},
+     "reset($self, /)\n"
+     "--\n"
+     "\n"
+     "Forget every scope and trace event: a new root, a new tree."},
     {"scope", FASTKW(Profiler_scope),
-     "scope(name, track_ram=None, track_vram=None, sync_cuda=None) -> Timer\n\n"
-     "A Timer recording into this profiler; None takes the profiler's default."},
+     "scope($self, /, name, track_ram=None, track_vram=None, sync_cuda=None)\n"
+     "--\n"
+     "\n"
+     "A Timer that records into this profiler: `with prof.scope('load'):`.\n"
+     "\n"
+     "prof(name, ...) is the same call.\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "name : str\n"
+     "    The scope's name: a child of the scope it is entered in.\n"
+     "track_ram : bool or 'peak', optional\n"
+     "    Host memory of the scope: True (RSS at exit minus at enter), 'peak' (the\n"
+     "    true peak) or False.  None: the profiler's track_ram.\n"
+     "track_vram : bool, optional\n"
+     "    Device memory of the scope.  None: the profiler's track_vram.\n"
+     "sync_cuda : bool, optional\n"
+     "    Sync the CUDA device at enter and exit.  None: the profiler's sync_cuda.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "Timer"},
     {"_trace", Profiler_trace, METH_NOARGS,
      "_trace() -> (nodes, events, dropped): the raw trace buffer, oldest event first."},
     {NULL, NULL, 0, NULL},
@@ -500,10 +541,13 @@ static PyType_Slot profiler_slots[] = {
     {Py_tp_members, profiler_members},
     {Py_tp_methods, profiler_methods},
     {Py_tp_doc,
-     "ProfilerCore(name='Root', device='CPU', track_ram=True, track_vram=None, sync_cuda=None,\n"
-     "             device_id=0, *, trace_capacity=65536)\n\n"
-     "The native core of HierarchicalProfiler: the scope tree, per-thread / per-task nesting,\n"
-     "the trace ring.  profiler(name, ...) is profiler.scope(name, ...)."},
+     "ProfilerCore(name='Root', device='CPU', track_ram=True, track_vram=None,\n"
+     "             sync_cuda=None, device_id=0, *, trace_capacity=65536)\n"
+     "--\n"
+     "\n"
+     "The native core of HierarchicalProfiler (which documents the parameters):\n"
+     "the scope tree, per-thread and per-task nesting, the trace ring.\n"
+     "profiler(name, ...) is profiler.scope(name, ...)."},
     {0, NULL},
 };
 

@@ -81,12 +81,33 @@ Node_dealloc(PyObject *op)
     Py_DECREF(tp);
 }
 
+void
+shp_format_seconds(double s, char *buf, size_t size)
+{
+    static const char *const units[] = {"ns", "us", "ms", "s"};
+    double v = s * 1e9;
+    int u = 0;
+    if (!(s > 0.0) || !isfinite(s)) {   /* 0, or a total set by hand below it */
+        PyOS_snprintf(buf, size, s == 0.0 ? "0 s" : "%.6f s", s);
+        return;
+    }
+    /* the unit in which v rounds to [1, 1000) at 3 significant digits */
+    while (u < 3 && v >= 999.5) {
+        v /= 1000.0;
+        u++;
+    }
+    int decimals = v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2;
+    PyOS_snprintf(buf, size, "%.*f %s", decimals, v, units[u]);
+}
+
 static PyObject *
 Node_repr(PyObject *op)
 {
     shp_Node *self = (shp_Node *)op;
-    return PyUnicode_FromFormat("ProfileNode(name=%R, calls=%lld, children=%zd)", self->name,
-                                self->calls, PyDict_GET_SIZE(self->children));
+    char total[32];
+    shp_format_seconds((double)self->wall_ns / 1e9, total, sizeof total);
+    return PyUnicode_FromFormat("ProfileNode(name=%R, calls=%lld, total=%s, children=%zd)",
+                                self->name, self->calls, total, PyDict_GET_SIZE(self->children));
 }
 
 static PyObject *
@@ -272,8 +293,23 @@ static PyMemberDef node_members[] = {
 
 static PyMethodDef node_methods[] = {
     {"percentile", Node_percentile, METH_O,
-     "percentile(q) -> float or None\n\nThe q-th percentile (0..100) of the wall time per call "
-     "in ms, NumPy's method='linear' within 1 %."},
+     "percentile($self, q, /)\n"
+     "--\n"
+     "\n"
+     "The q-th percentile of the wall time per call, in ms.\n"
+     "\n"
+     "From the node's log-bucket histogram: within 1% of NumPy's method='linear'\n"
+     "on the same durations.\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "q : float\n"
+     "    The percentile, 0 to 100.\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "float or None\n"
+     "    None before the first call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -287,9 +323,22 @@ static PyType_Slot node_slots[] = {
     {Py_tp_members, node_members},
     {Py_tp_methods, node_methods},
     {Py_tp_doc,
-     "ProfileNode(name)\n\nOne scope of the call tree: calls, total_wall_time and total_cpu_time "
-     "(seconds),\npeak_ram_delta_mb, peak_vram_delta_mb, children (dict), and a latency\n"
-     "histogram: p50_ms, p95_ms, p99_ms, min_ms, max_ms, mean_ms."},
+     "ProfileNode(name)\n"
+     "--\n"
+     "\n"
+     "One scope of a profiler's call tree, with the calls recorded into it.\n"
+     "\n"
+     "Made by the profiler (made by hand it is an empty node).  calls,\n"
+     "total_wall_time and total_cpu_time (seconds), peak_ram_delta_mb and\n"
+     "peak_vram_delta_mb are settable, as in the released module; children maps\n"
+     "names to nodes in first-entered order; mean_ms, min_ms, max_ms, p50_ms,\n"
+     "p95_ms, p99_ms and percentile(q) describe the wall time per call (None\n"
+     "before the first call).\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "name : str\n"
+     "    The scope's name."},
     {0, NULL},
 };
 

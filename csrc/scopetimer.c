@@ -435,6 +435,27 @@ Timer_set_track_memory(PyObject *op, PyObject *v, void *c)
     return 0;
 }
 
+/* What a user printing a Timer wants to see: its name, and whether it ran and
+ * what it measured last (the memory it was asked to track). */
+static PyObject *
+Timer_repr(PyObject *op)
+{
+    shp_Timer *t = (shp_Timer *)op;
+    PyObject *name = t->name != NULL ? t->name : Py_None;
+    if (t->active)
+        return PyUnicode_FromFormat("<Timer %R: running>", name);
+    if (t->t0_ns == 0)
+        return PyUnicode_FromFormat("<Timer %R: not entered>", name);
+    char wall[32], cpu[32], ram[48] = "", vram[48] = "";
+    shp_format_seconds(t->elapsed_wall, wall, sizeof wall);
+    shp_format_seconds(t->elapsed_cpu, cpu, sizeof cpu);
+    if (t->track_memory != SHP_MEM_OFF)
+        PyOS_snprintf(ram, sizeof ram, ", RAM +%.1f MiB", t->ram_delta_mb);
+    if (t->track_vram)
+        PyOS_snprintf(vram, sizeof vram, ", VRAM +%.1f MiB", t->vram_delta_mb);
+    return PyUnicode_FromFormat("<Timer %R: %s wall, %s CPU%s%s>", name, wall, cpu, ram, vram);
+}
+
 static PyGetSetDef timer_getset[] = {
     {"track_memory", Timer_get_track_memory, Timer_set_track_memory,
      "Host memory of the scope: True (RSS at exit minus at enter, the default), 'peak' "
@@ -480,16 +501,51 @@ static PyType_Slot timer_slots[] = {
     {Py_tp_dealloc, Timer_dealloc},
     {Py_tp_traverse, Timer_traverse},
     {Py_tp_clear, Timer_clear},
+    {Py_tp_repr, Timer_repr},
     {Py_tp_getset, timer_getset},
     {Py_tp_members, timer_members},
     {Py_tp_methods, timer_methods},
     {Py_tp_doc,
      "Timer(name, profiler=None, track_memory=True, track_vram=False, sync_cuda=False,\n"
-     "      device_id=0)\n\n"
-     "Context manager timing its block: elapsed_wall, elapsed_cpu (seconds), ram_delta_mb\n"
-     "(RSS at exit minus at enter; the true peak with track_memory='peak'), vram_delta_mb;\n"
-     "recorded into `profiler` (the module-level one when None).  The scope is left even\n"
-     "when the block raises; the exception goes on."},
+     "      device_id=0)\n"
+     "--\n"
+     "\n"
+     "Context manager timing its block as one call of a profiler's scope.\n"
+     "\n"
+     "After the block: elapsed_wall and elapsed_cpu (seconds; the CPU time of the\n"
+     "whole process), ram_delta_mb and vram_delta_mb.  The scope is left and\n"
+     "recorded even when the block raises; the exception goes on.  A Timer can be\n"
+     "entered again once it has exited.\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "name : str\n"
+     "    The scope's name: a child of the scope it is entered in.\n"
+     "profiler : HierarchicalProfiler, optional\n"
+     "    Where the call is recorded; None: the module-level profiler.\n"
+     "track_memory : bool or 'peak', default True\n"
+     "    Host memory: True (RSS at exit minus at enter), 'peak' (the true peak\n"
+     "    during the block minus RSS at enter) or False.\n"
+     "track_vram : bool, default False\n"
+     "    Device memory at exit minus at enter (CUDA, device-wide).\n"
+     "sync_cuda : bool, default False\n"
+     "    Sync the CUDA device at enter and exit.\n"
+     "device_id : int, default 0\n"
+     "    The CUDA device's ordinal.\n"
+     "\n"
+     "Raises\n"
+     "------\n"
+     "RuntimeError\n"
+     "    Entering it while it is entered, or sync_cuda without a CUDA driver or\n"
+     "    device.\n"
+     "\n"
+     "Examples\n"
+     "--------\n"
+     ">>> prof = HierarchicalProfiler('demo')\n"
+     ">>> with Timer('load', profiler=prof) as t:\n"
+     "...     _ = sum(range(1000))\n"
+     ">>> t.elapsed_wall > 0, prof.root.children['load'].calls\n"
+     "(True, 1)"},
     {0, NULL},
 };
 

@@ -552,12 +552,11 @@ Stats_repr_html(PyObject *self, PyObject *unused)
 
 static PyMethodDef stats_methods[] = {
     {"to_dict", (PyCFunction)(void (*)(void))Stats_to_dict, METH_FASTCALL | METH_KEYWORDS,
-     "to_dict(*, samples=False) -> dict\n\nFields in order (the seed's first), rounded: "
-     "milliseconds to 4 decimals, fps to 2, MiB to 2.  samples=True adds 'samples_ms'."},
+     shp_doc_stats_to_dict},
     {"to_json", (PyCFunction)(void (*)(void))Stats_to_json, METH_FASTCALL | METH_KEYWORDS,
-     "to_json(*, samples=False, indent=None) -> str\n\njson.dumps(self.to_dict(samples=...))."},
+     shp_doc_stats_to_json},
     {"from_dict", Stats_from_dict, METH_O | METH_CLASS,
-     "from_dict(d) -> BenchmarkStats\n\nRebuild from to_dict() / to_json() output."},
+     shp_doc_stats_from_dict},
     {"__reduce__", Stats_reduce, METH_NOARGS, "Pickle support (all fields and samples, unrounded)."},
     {"__setstate__", Stats_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Stats_repr_markdown, METH_NOARGS, "The one-row Markdown table (Jupyter)."},
@@ -582,15 +581,7 @@ static PyType_Slot stats_slots[] = {
     {Py_tp_methods, stats_methods},
     {Py_tp_getset, stats_getset},
     {Py_tp_members, stats_members},
-    {Py_tp_doc,
-     "BenchmarkStats(name, device, mean_ms, median_ms, std_ms, p95_ms, min_ms, max_ms, fps,\n"
-     "               warmup_iters, timed_iters, ram_delta_mb=0.0, vram_delta_mb=0.0, *,\n"
-     "               p50_ms=None, p90_ms=None, p99_ms=None, iqr_ms=None, ci95_low_ms=None,\n"
-     "               ci95_high_ms=None, outliers=None, overhead_ms=None, ram_peak_method=None,\n"
-     "               target_met=None, batch_size=1, torch_max_allocated_mb=None, params=None,\n"
-     "               env=None, samples_ms=None)\n--\n\n"
-     "Aggregated latency, throughput and memory figures of one benchmark.  The first 13\n"
-     "fields are the seed's dataclass, in order; the rest are keyword-only and optional."},
+    {Py_tp_doc, "Aggregated latency, throughput and memory figures of one benchmark."},
     {0, NULL},
 };
 
@@ -604,5 +595,22 @@ PyType_Spec shp_stats_spec = {
 void
 shp_stats_prepare_spec(void)
 {
+    static char doc[8192];
     shp_fields_fill_getset(stats_fields, stats_extra_getset, stats_getset);
+    shp_fields_spec_doc(
+        &shp_stats_spec, stats_fields, "samples_ms=None",
+        "Aggregated latency, throughput and memory figures of one benchmark.\n\n"
+        "What benchmark_callable and the adapters return; made by hand, it takes its fields\n"
+        "as arguments.  The first 13 are the seed's dataclass fields, in order\n"
+        "(dataclasses.fields, asdict, replace and match patterns work on them); the rest are\n"
+        "keyword-only.  Every field is readable and settable, type-checked; samples_ms,\n"
+        "throughput and flags are read-only.",
+        "samples_ms : sequence of float, optional\n"
+        "    The per-iteration latencies (ms) in iteration order; read back as a read-only\n"
+        "    float64 array.\n",
+        "\n\nExamples\n--------\n"
+        ">>> s = BenchmarkStats('resize', 'CPU', 2.0, 1.9, 0.3, 2.5, 1.7, 3.1, 500.0, 10, 50)\n"
+        ">>> s.throughput\n500.0\n"
+        ">>> BenchmarkStats.from_dict(s.to_dict()) == s\nTrue",
+        doc, sizeof doc);
 }

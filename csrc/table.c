@@ -64,8 +64,7 @@ append_obj(PyObject *row, PyObject *s)
 /* The columns beyond the released layout, by the names columns= takes. */
 typedef enum {
     X_RERUN, X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE,
-    X_INSTRUCTIONS, X_CYCLES,   /* instruction counts (issue 24) */
-    N_EXTRA
+    X_INSTRUCTIONS, X_CYCLES, N_EXTRA
 } extra_id;
 static const char *const extra_keys[N_EXTRA] = {
     "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",

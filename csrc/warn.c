@@ -166,13 +166,41 @@ shp_diag_clear(shp_diag *d)
 
 /* ---- the classes ----------------------------------------------------------- */
 
+PyObject *
+shp_exception_class(const char *qualname, const char *doc, PyObject *base)
+{
+    const char *dot = strrchr(qualname, '.');
+    PyObject *full = PyUnicode_FromFormat("%s(*args)\n--\n\n%s", dot ? dot + 1 : qualname, doc);
+    if (full == NULL)
+        return NULL;
+    const char *text = PyUnicode_AsUTF8(full);
+    PyObject *cls = text != NULL ? PyErr_NewExceptionWithDoc(qualname, text, base, NULL) : NULL;
+    Py_DECREF(full);
+    if (cls == NULL)
+        return NULL;
+    /* the type keeps the signature in tp_doc; __doc__ is the text alone, as a
+     * type made from a PyType_Spec has it */
+    PyObject *plain = PyUnicode_FromString(doc);
+    if (plain == NULL || PyObject_SetAttrString(cls, "__doc__", plain) < 0) {
+        Py_XDECREF(plain);
+        Py_DECREF(cls);
+        return NULL;
+    }
+    Py_DECREF(plain);
+    return cls;
+}
+
 int
 shp_warn_init(PyObject *m, shp_state *st)
 {
     for (int c = 0; c < SHP_N_CAUSES; c++) {
-        char qual[96];
+        char qual[96], doc[512];
         PyOS_snprintf(qual, sizeof qual, "spatialhub.utils.profiling.%s", causes[c].cls);
-        st->cause_class[c] = PyErr_NewExceptionWithDoc(qual, causes[c].doc, st->warning, NULL);
+        PyOS_snprintf(doc, sizeof doc,
+                      "%s\n\nA BenchmarkWarning subclass: filter by it.  What the warning "
+                      "carries:\nBenchmarkWarning.\n\nParameters\n----------\n*args\n"
+                      "    The message, as for any Warning.", causes[c].doc);
+        st->cause_class[c] = shp_exception_class(qual, doc, st->warning);
         if (st->cause_class[c] == NULL)
             return -1;
         Py_INCREF(st->cause_class[c]);   /* PyModule_AddObjectRef is 3.10+ */

@@ -426,7 +426,7 @@ def _prose():
         ("the assumed single-run spread", r"\bassumed (?:run-to-run spread of |spread of |single-run spread of )?\**(\d+)%%?", spread, 6),
         ("the assumed single-run spread", r"\ban assumed\s+\**(\d+)%", spread, 2),
         ("the assumed single-run spread", r"`SHP_ASSUMED_RUN_SPREAD` = (0\.\d+)", n.ASSUMED_RUN_SPREAD, 1),
-        ("the assumed single-run spread", r"at least (\d+)% for a single run", spread, 1),
+        ("the assumed single-run spread", r"\bat least (\d+)%(?: for a single run|\.\\n)", spread, 1),
         ("the assumed single-run spread", r"'assumed' \((\d+)%\)", spread, 1),
         ("the busy floor of the rerun interval", r"'assumed busy' \((\d+)%", busy, 1),
         ("the busy floor of the rerun interval", r"(\d+)% when the run start(?:ed|s) on a busy machine", busy, 2),

@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 
-def _declare_dataclass_fields():
+def _declare_dataclass_fields() -> None:
     """The seed's BenchmarkStats (and GPUMemoryInfo) were dataclasses, and code written
     for them calls ``dataclasses.asdict``, ``fields``, ``replace``, ``is_dataclass`` and
     matches on positional patterns.  The native types keep that protocol: the seed's
@@ -92,8 +92,9 @@ def _declare_dataclass_fields():
     ``dataclasses.replace`` returns a result without the extras: ``copy.copy`` keeps
     everything.)"""
     import dataclasses
+    from typing import Any
 
-    shapes = {
+    shapes: dict[type, list[Any]] = {
         BenchmarkStats: [("name", str), ("device", str)]
         + [(n, float) for n in ("mean_ms", "median_ms", "std_ms", "p95_ms", "min_ms", "max_ms",
                                 "fps")]

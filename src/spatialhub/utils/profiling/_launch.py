@@ -18,6 +18,8 @@ Arguments travel as an in-process run holds them: NumPy arrays' data out of band
 modulo 64; a non-contiguous array keeps its strides over the span of memory it covers;
 read-only stays read-only.
 """
+from __future__ import annotations
+
 import gc
 import io
 import os
@@ -26,12 +28,16 @@ import pickletools
 import subprocess
 import sys
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import _native
 from ._worker import _ALIGN, _LEN
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PACKAGE_DIR)))   # holds spatialhub/
+
+if TYPE_CHECKING:
+    from ._native import BenchmarkStats
 
 
 def _cloudpickle():
@@ -169,7 +175,8 @@ def _parent_state():
 class Job:
     """func(*args, **kwargs) for benchmark_callable in fresh interpreters."""
 
-    def __init__(self, fn, func, args, kwargs):
+    def __init__(self, fn: str, func: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
         self.fn = fn
         label = getattr(func, "__qualname__", None) or type(func).__name__
         state = _parent_state()   # before our own pickling allocates anything
@@ -210,7 +217,7 @@ class Job:
         self.header = {"sys_path": list(sys.path), "main": main, "state": state,
                        "stream_len": len(stream), "buffers": _buffer_specs(buffers)}
         self.by_value = cloud is not None
-        self.warnings = []
+        self.warnings: list[tuple[str, str]] = []   # (category path, message) of the children
 
     def _command(self, fd):
         # SIGINT ignored first: the parent owns Ctrl-C and ends its children itself
@@ -219,7 +226,7 @@ class Job:
                 f"from spatialhub.utils.profiling._worker import main; main({fd!r})")
         return [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", boot]
 
-    def run(self, k, of):
+    def run(self, k: int, of: int) -> BenchmarkStats:
         """The k-th (1-based) of `of` runs: a BenchmarkStats, or the child's exception."""
         posix = os.name == "posix"
         rfd = wfd = None
@@ -342,7 +349,7 @@ def _user_stacklevel():
     return level
 
 
-def relay_warnings(jobs, runs):
+def relay_warnings(jobs: Iterable[Job], runs: int) -> None:
     """Re-issue the children's warnings once each, composed in this one place: the same
     cause (the text with its numbers left out) from several runs is said once, with how
     many of the `runs` fresh processes said it."""

@@ -252,6 +252,11 @@ def benchmark_callable(
                     Iterable[Literal["instructions", "cycles"]]] = None,
     **kwargs: Any,
 ) -> BenchmarkStats: ...
+# The names format_benchmark_table's columns= takes (and SweepResult.to_table's).
+TableColumn = Literal["rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
+                      "cache", "instructions", "cycles"]
+TableColumns = Union[None, Literal["auto"], TableColumn, Iterable[TableColumn]]
+
 def format_benchmark_table(
     stats_list: Union[BenchmarkStats, Iterable[BenchmarkStats]],
     title: Optional[str] = None,
@@ -262,13 +267,7 @@ def format_benchmark_table(
     format: Literal["markdown", "html"] = "markdown",
     run_spread: Optional[float] = None,
     margin: float = 0.05,
-    columns: Union[
-        None,
-        Literal["auto", "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
-                "cache", "instructions", "cycles"],
-        Iterable[Literal["rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share",
-                         "cache", "instructions", "cycles"]],
-    ] = None,
+    columns: TableColumns = None,
 ) -> str: ...
 def compare_benchmarks(
     baseline: BenchmarkStats,

@@ -20,12 +20,15 @@ The cache directory: ``$SPATIALHUB_CACHE_DIR`` if set, else
 (``run_spread.json``) keeps one entry per machine (host name, CPU model, CPU count), so
 a home directory shared between machines does not carry one machine's figure to another.
 """
+from __future__ import annotations
+
 import datetime
 import json
 import math
 import os
 import platform
 import sys
+from typing import Any
 
 from . import _native
 
@@ -36,7 +39,7 @@ _FILE = "run_spread.json"
 DEFAULT_PROCESSES = 20
 
 
-def cache_dir():
+def cache_dir() -> str:
     """The directory this package keeps its per-user cache in (not created here)."""
     explicit = os.environ.get("SPATIALHUB_CACHE_DIR")
     if explicit:
@@ -51,7 +54,7 @@ def cache_dir():
     return os.path.join(base, "spatialhub-profiling")
 
 
-def _cpu_model():
+def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -62,12 +65,12 @@ def _cpu_model():
     return platform.processor() or platform.machine()
 
 
-def machine_id():
+def machine_id() -> str:
     """What a calibration is kept under: host name, CPU model and count."""
     return f"{platform.node()} | {_cpu_model()} | {os.cpu_count()} CPUs"
 
 
-def _read_all():
+def _read_all() -> dict[str, Any]:
     try:
         with open(os.path.join(cache_dir(), _FILE), encoding="utf-8") as f:
             data = json.load(f)
@@ -77,7 +80,7 @@ def _read_all():
     return machines if isinstance(machines, dict) else {}
 
 
-def _valid(entry):
+def _valid(entry: Any) -> tuple[float, int] | None:
     try:
         spread, processes = float(entry["run_spread"]), int(entry["processes"])
     except (KeyError, TypeError, ValueError):
@@ -87,20 +90,26 @@ def _valid(entry):
     return spread, processes
 
 
-def machine_run_spread():
-    """This machine's remembered calibration (a dict: run_spread, processes, when, ...),
-    or None when it has none."""
+def machine_run_spread() -> dict[str, Any] | None:
+    """This machine's remembered calibration, or None when it has none.
+
+    Returns
+    -------
+    dict or None
+        What :func:`calibrate_run_spread` returned when it saved it: ``run_spread``,
+        ``processes``, ``when``, ...
+    """
     entry = _read_all().get(machine_id())
     return dict(entry) if isinstance(entry, dict) and _valid(entry) else None
 
 
-def _install(entry):
+def _install(entry: dict[str, Any] | None) -> None:
     """Make the native results use `entry` (None: the assumed spread again)."""
     pair = _valid(entry) if entry else None
     _native._set_machine_run_spread(*(pair if pair else (None, None)))
 
 
-def _write(machines):
+def _write(machines: dict[str, Any]) -> str:
     d = cache_dir()
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, _FILE)
@@ -112,9 +121,15 @@ def _write(machines):
     return path
 
 
-def forget_run_spread():
-    """Remove this machine's calibration (True if there was one); results made from now
-    on allow for the assumed 15% again."""
+def forget_run_spread() -> bool:
+    """Remove this machine's calibration: results made from now on allow for the
+    assumed 15% again.
+
+    Returns
+    -------
+    bool
+        Whether there was one.
+    """
     machines = _read_all()
     had = machines.pop(machine_id(), None) is not None
     if had:
@@ -123,24 +138,51 @@ def forget_run_spread():
     return had
 
 
-def _sort_work(values):
+def _sort_work(values: list[float]) -> list[float]:
     return sorted(values)
 
 
-def _pipeline_work(frame):
+def _pipeline_work(frame: Any) -> Any:
     import numpy as np
 
     return np.clip(frame * 1.5, 0.0, 1.0) > 0.6
 
 
-def calibrate_run_spread(processes=DEFAULT_PROCESSES, *, save=False, num_iters=300):
-    """Measure the between-run spread of this machine; a dict, remembered if ``save``.
+def calibrate_run_spread(processes: int = DEFAULT_PROCESSES, *, save: bool = False,
+                         num_iters: int = 300) -> dict[str, Any]:
+    """Measure the between-run spread of this machine, remembered if ``save``.
 
-    ``processes`` fresh interpreters (>= 5) per workload, alternating the two workloads
-    (about 40 s for the default 20 on a 2-core machine).  The dict has ``run_spread``
-    (the larger workload's std of log run medians, a fraction), ``processes``, the
-    per-workload spreads and medians, ``when`` (UTC), the load average before and after
-    and ``machine``; with ``save=True`` also ``path``, the file it was written to.
+    Two workloads (``sorted`` of 1,000 floats, a NumPy frame pipeline) each in
+    ``processes`` fresh interpreters, alternating (about 40 s for the default 20 on a
+    2-core machine).
+
+    Parameters
+    ----------
+    processes : int, default 20
+        Fresh interpreters per workload (>= 5).
+    save : bool, default False
+        Remember the result for this machine in the user's cache directory: single
+        runs' rerun intervals use it from then on, in every process.
+    num_iters : int, default 300
+        Timed calls per run (>= 20).
+
+    Returns
+    -------
+    dict
+        ``run_spread`` (the larger workload's std of log run medians, a fraction),
+        ``processes``, ``workloads`` (per-workload spreads and medians), ``when``
+        (UTC), ``load_before``, ``load_after`` and ``machine``; with ``save=True``
+        also ``path``, the file written.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument.
+
+    Examples
+    --------
+    >>> calibrate_run_spread(5, num_iters=20)["processes"]  # doctest: +SKIP
+    5
     """
     import numpy as np
 
@@ -153,12 +195,12 @@ def calibrate_run_spread(processes=DEFAULT_PROCESSES, *, save=False, num_iters=3
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     values = list(np.random.default_rng(0).random(1000))
     frame = np.random.default_rng(0).random((1, 3, 240, 320)).astype(np.float32)
-    opts = dict(num_warmup=10, num_iters=num_iters, track_ram=False, track_vram=False,
-                progress=False)
+    opts: dict[str, Any] = dict(num_warmup=10, num_iters=num_iters, track_ram=False,
+                                track_vram=False, progress=False)
     jobs = {"sorted 1,000 floats": Job(fn, _sort_work, (values,), dict(opts, name="sort")),
             "NumPy pipeline 1x3x240x320": Job(fn, _pipeline_work, (frame,),
                                               dict(opts, name="pipeline"))}
-    medians = {k: [] for k in jobs}
+    medians: dict[str, list[float]] = {k: [] for k in jobs}
     names = list(jobs)
     for r in range(processes):
         for k in (names if r % 2 == 0 else names[::-1]):
@@ -167,7 +209,7 @@ def calibrate_run_spread(processes=DEFAULT_PROCESSES, *, save=False, num_iters=3
     for job in jobs.values():
         job.warnings = []   # each child's busy / noisy warnings: the spread measures that
     spreads = {k: float(np.std(np.log(v), ddof=1)) for k, v in medians.items()}
-    entry = {
+    entry: dict[str, Any] = {
         "run_spread": max(spreads.values()),
         "processes": processes,
         "workloads": {k: {"run_spread": spreads[k], "median_ms": float(np.median(medians[k]))}
@@ -185,7 +227,7 @@ def calibrate_run_spread(processes=DEFAULT_PROCESSES, *, save=False, num_iters=3
     return entry
 
 
-def _load_at_import():
+def _load_at_import() -> None:
     """Use this machine's calibration, if the user saved one; never fails the import."""
     try:
         _install(machine_run_spread())

@@ -8,11 +8,22 @@ is imported by the function, never at module import.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
-from ._native import benchmark_callable, get_cuda_sync_fn
+from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
 from .sweeps import SweepResult
+
+if TYPE_CHECKING:   # onnxruntime is optional and untyped: these read as Any
+    import onnxruntime  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+    #: An ONNX model: a path, its bytes, or a session made already.
+    Model = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview,
+                  onnxruntime.InferenceSession]
+    #: Inputs by name, or in input order, or the one input.
+    Inputs = Union[Mapping[str, npt.ArrayLike], Sequence[npt.ArrayLike], npt.NDArray[Any]]
 
 __all__ = ["benchmark_onnx", "resolve_provider"]
 
@@ -26,12 +37,13 @@ _ORT_DTYPES = {
 }
 
 
-def resolve_provider(provider, available):
+def resolve_provider(provider: str, available: Iterable[str]) -> str:
     """Full ONNX Runtime provider name for ``provider``: a full name
     ("CUDAExecutionProvider") or a short one ("CUDA", "cpu", "TensorRT"),
     case-insensitive.  ValueError, listing ``available``, when it is not
     among them."""
     want = provider.strip().lower()
+    available = list(available)
     for full in available:
         low = full.lower()
         if want in (low, low.removesuffix("executionprovider")):
@@ -42,7 +54,8 @@ def resolve_provider(provider, available):
     )
 
 
-def _random_onnx_inputs(session, input_dims=None, seed=0):
+def _random_onnx_inputs(session: Any, input_dims: Mapping[str, int] | None = None,
+                        seed: int = 0) -> dict[str, npt.NDArray[Any]]:
     """{input name: random array} from the session's declared inputs.
 
     Symbolic or unknown dimensions take ``input_dims[dim_name]`` when given,
@@ -50,7 +63,7 @@ def _random_onnx_inputs(session, input_dims=None, seed=0):
     (safe as indices or token ids)."""
     rng = np.random.default_rng(seed)
     input_dims = dict(input_dims or {})
-    feed = {}
+    feed: dict[str, npt.NDArray[Any]] = {}
     for arg in session.get_inputs():
         dtype = _ORT_DTYPES.get(arg.type)
         if dtype is None:
@@ -58,7 +71,7 @@ def _random_onnx_inputs(session, input_dims=None, seed=0):
                 f"benchmark_onnx: cannot make a random value for input {arg.name!r} of type {arg.type}; "
                 f"pass inputs={{{arg.name!r}: ...}}"
             )
-        shape = []
+        shape: list[int] = []
         for d in arg.shape or []:
             if isinstance(d, int) and d >= 0:
                 shape.append(d)
@@ -73,7 +86,8 @@ def _random_onnx_inputs(session, input_dims=None, seed=0):
     return feed
 
 
-def _onnx_feed(session, inputs, input_dims):
+def _onnx_feed(session: Any, inputs: Inputs | None,
+               input_dims: Mapping[str, int] | None) -> dict[str, Any]:
     names = [a.name for a in session.get_inputs()]
     if inputs is None:
         return _random_onnx_inputs(session, input_dims)
@@ -85,48 +99,78 @@ def _onnx_feed(session, inputs, input_dims):
                 f"missing {sorted(missing)}, unknown {sorted(extra)}"
             )
         return dict(inputs)
-    if isinstance(inputs, np.ndarray):
-        inputs = [inputs]
-    inputs = list(inputs)
-    if len(inputs) != len(names):
-        raise ValueError(f"benchmark_onnx: the model takes {len(names)} input(s) {names}, got {len(inputs)}")
-    return dict(zip(names, inputs))
+    arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+    if len(arrays) != len(names):
+        raise ValueError(f"benchmark_onnx: the model takes {len(names)} input(s) {names}, got {len(arrays)}")
+    return dict(zip(names, arrays))
 
 
-def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=None,
-                   warmup=10, iters=50, session_options=None, **bench_kw):
+def benchmark_onnx(model: Model, inputs: Inputs | None = None,
+                   providers: str | Iterable[str] | None = None, name: str | None = None,
+                   input_dims: Mapping[str, int] | None = None, warmup: int = 10,
+                   iters: int = 50, session_options: onnxruntime.SessionOptions | None = None,
+                   **bench_kw: Any) -> SweepResult:
     """Benchmark an ONNX model on one or more ONNX Runtime execution providers.
 
-    ``model`` is a path to an ``.onnx`` file, the model's bytes, or an
-    ``onnxruntime.InferenceSession``.  ``providers`` (default
-    ``("CPUExecutionProvider",)``; for a session, the session's own) lists
-    the providers to compare, by full or short name ("CPU", "CUDA"; a single
-    name is one provider); a
-    provider this onnxruntime build does not have raises ``ValueError``
-    listing the ones it has, and so does one that ONNX Runtime accepted but
-    silently replaced by another.  A session runs on the providers it was
-    made with, so it cannot be combined with other ``providers``.
+    Each provider gives one ``BenchmarkStats`` of ``session.run(None, feed)``, its
+    ``device`` the provider's name: the table tells them apart, and a CUDA provider
+    gets the native CUDA sync and VRAM tracking (TensorRT the CUDA sync too: never an
+    unsynced timing).  ``env["onnx_inputs"]`` records the input shapes.
 
-    ``inputs``: a dict {name: array}, a list of arrays in input order, or
-    one array; None makes seeded random inputs from the declared shapes and
-    dtypes, with symbolic dimensions set from ``input_dims`` ({"batch": 8})
-    or 1.  The same inputs are used for every provider.
+    Parameters
+    ----------
+    model : str, os.PathLike, bytes or onnxruntime.InferenceSession
+        The ``.onnx`` file, the model's bytes, or a session (which runs on the
+        providers it was made with only).
+    inputs : dict, sequence of arrays or array, optional
+        {name: array}, the arrays in input order, or the one array; None: seeded
+        random inputs from the declared shapes and dtypes.  The same for every
+        provider.
+    providers : str or iterable of str, optional
+        The providers to compare, by full or short name ("CPU", "CUDA"; one str is
+        one provider); None: "CPUExecutionProvider" (a session's own).
+    name : str, optional
+        The results' label; None: the file name without extension, or "onnx-model".
+    input_dims : mapping of str to int, optional
+        Sizes of symbolic dimensions for the random inputs ({"batch": 8}); 1 where
+        not given.
+    warmup : int, default 10
+        Untimed calls first, per provider.
+    iters : int, default 50
+        Timed calls, per provider.
+    session_options : onnxruntime.SessionOptions, optional
+        For the sessions made from a path or bytes.
+    **bench_kw
+        ``benchmark_callable``'s options (``track_ram``, ``sync_fn``, ...).
 
-    Each provider gives one ``BenchmarkStats`` of ``session.run(None,
-    feed)``: ``name`` (default: the file name without extension, or
-    "onnx-model") and ``device`` = the provider name, so the table tells
-    them apart and a CUDA provider gets the native CUDA sync and VRAM
-    tracking; TensorRT gets the native CUDA sync too (``RuntimeError``
-    without a loadable driver, unless ``sync_fn`` is given, as for a CUDA
-    device: never an unsynced timing).  ``env["onnx_inputs"]``
-    records the input shapes.  Returns a :class:`SweepResult` (a list, one
-    stats per provider).  Other keywords go to ``benchmark_callable``.
+    Returns
+    -------
+    SweepResult
+        One BenchmarkStats per provider, in order.
+
+    Raises
+    ------
+    ValueError
+        A provider this onnxruntime build lacks, or one ONNX Runtime replaced by
+        another (the message lists what there is); inputs that do not match the
+        model's.
+    TypeError
+        A model of another type.
+    RuntimeError
+        TensorRT without a loadable CUDA driver and no ``sync_fn``.
+
+    Examples
+    --------
+    >>> results = benchmark_onnx("model.onnx", providers=["CPU", "CUDA"])  # doctest: +SKIP
+    >>> print(results.to_table())  # doctest: +SKIP
     """
     import onnxruntime as ort
 
     if isinstance(providers, (str, bytes)):
         providers = [providers]   # one provider, not its letters
-    available = list(ort.get_available_providers())
+    available: list[str] = list(ort.get_available_providers())
+    source: str | bytes
+    sessions: list[tuple[str, Any]]
     if isinstance(model, ort.InferenceSession):
         own = model.get_providers()
         if providers is not None:
@@ -164,7 +208,7 @@ def benchmark_onnx(model, inputs=None, providers=None, name=None, input_dims=Non
 
     feed = _onnx_feed(sessions[0][1], inputs, input_dims)
     shapes = {k: list(np.shape(v)) for k, v in feed.items()}
-    results = []
+    results: list[BenchmarkStats] = []
     for prov, sess in sessions:
         kw = dict(bench_kw)
         if "tensorrt" in prov.lower() and "cuda" not in prov.lower() and kw.get("sync_fn") is None:

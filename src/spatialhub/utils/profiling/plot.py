@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
+from ._native import BenchmarkStats
 from .sweeps import throughput_unit
+
+if TYPE_CHECKING:   # matplotlib is optional (the plot extra): without it, Figure is Any
+    from matplotlib.figure import Figure  # type: ignore[import-not-found, unused-ignore]
+
+    Stats = Union[BenchmarkStats, Iterable[BenchmarkStats]]
+    Path = Union[str, "os.PathLike[str]"]
 
 __all__ = ["plot_latency", "plot_sweep"]
 
 _KINDS = ("hist", "ecdf", "box")
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
@@ -40,16 +49,16 @@ def _pyplot():
     return plt
 
 
-def _as_list(stats_list):
-    if hasattr(stats_list, "samples_ms"):  # one BenchmarkStats
-        return [stats_list]
-    stats_list = list(stats_list)
-    if not stats_list:
+def _as_list(stats_list: Stats) -> list[BenchmarkStats]:
+    if isinstance(stats_list, BenchmarkStats) or hasattr(stats_list, "samples_ms"):
+        return [stats_list]  # type: ignore[list-item]   # one BenchmarkStats
+    rows = list(stats_list)
+    if not rows:
         raise ValueError("nothing to plot: the stats list is empty")
-    return stats_list
+    return rows
 
 
-def _label(s, param=None):
+def _label(s: BenchmarkStats, param: str | None = None) -> str:
     label = f"{s.name} [{s.device}]"
     params = getattr(s, "params", None) or {}
     shown = {param: params[param]} if param in params else params
@@ -58,7 +67,8 @@ def _label(s, param=None):
     return label
 
 
-def _shared_edges(samples, bins, max_bins=120):
+def _shared_edges(samples: Sequence[npt.NDArray[np.float64]], bins: Any,
+                  max_bins: int = 120) -> npt.NDArray[np.float64]:
     """Common bin edges for overlaid histograms: the finest of each series'
     own choice (so well-separated results are not lumped into a few bars),
     capped at ``max_bins`` over the whole range."""
@@ -71,29 +81,57 @@ def _shared_edges(samples, bins, max_bins=120):
     return np.linspace(lo, hi, int(np.ceil((hi - lo) / width)) + 1)
 
 
-def _finish(plt, fig, path):
+def _finish(plt: Any, fig: Figure, path: Path | None) -> Figure:
     plt.close(fig)  # detach from pyplot; the Figure itself stays usable
     if path is not None:
         fig.savefig(os.fspath(path), dpi=120, bbox_inches="tight")
     return fig
 
 
-def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto"):
+def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist",
+                 path: Path | None = None, *, title: str | None = None,
+                 bins: int | str | Sequence[float] = "auto") -> Figure:
     """Distribution of the per-iteration latencies of one or more results.
 
-    ``kind``: ``"hist"`` (overlaid histograms on shared bins), ``"ecdf"``
-    (fraction of iterations at or below each latency) or ``"box"`` (Tukey
-    boxes, whiskers at 1.5 IQR like the stats' outlier count).  The median
-    and the P95 of each result (the values the table shows) are marked.
-    Needs the raw samples (``stats.samples_ms``); results loaded from JSON
-    written without samples raise ``ValueError``.  Returns the Figure;
-    writes a PNG to ``path`` when given.
+    The median and the P95 of each result (the values the table shows) are marked.
+
+    Parameters
+    ----------
+    stats_list : BenchmarkStats or iterable of BenchmarkStats
+        Results with their raw samples (``samples_ms``).
+    kind : {"hist", "ecdf", "box"}, default "hist"
+        Overlaid histograms on shared bins, the fraction of iterations at or below
+        each latency, or Tukey boxes (whiskers at 1.5 IQR, as the outlier count).
+    path : str or os.PathLike, optional
+        Write a PNG there.
+    title : str, optional
+        The axes' title; None: the number of timed iterations shown.
+    bins : int, str or sequence of float, default "auto"
+        The histogram's bins, as ``numpy.histogram_bin_edges`` takes them.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Detached from pyplot (a notebook shows it once; nothing accumulates).
+
+    Raises
+    ------
+    ValueError
+        An unknown kind, no results, or a result without samples (loaded from JSON
+        written without them).
+    ImportError
+        matplotlib is not installed (the ``plot`` extra).
+
+    Examples
+    --------
+    >>> stats = benchmark_callable(sorted, list(range(1000)), num_iters=30)
+    >>> fig = plot_latency(stats, kind="ecdf")  # doctest: +SKIP
     """
     if kind not in _KINDS:
         raise ValueError(f"plot_latency: kind must be one of {_KINDS}, got {kind!r}")
-    stats_list = _as_list(stats_list)
+    rows = _as_list(stats_list)
     samples = []
-    for s in stats_list:
+    for s in rows:
         x = s.samples_ms
         if x is None or len(x) == 0:
             raise ValueError(
@@ -109,7 +147,7 @@ def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto")
 
     if kind == "hist":
         edges = _shared_edges(samples, bins)
-        for i, (s, x) in enumerate(zip(stats_list, samples)):
+        for i, (s, x) in enumerate(zip(rows, samples)):
             c = colors[i % len(colors)]
             ax.hist(x, bins=edges, alpha=0.45 if len(samples) > 1 else 0.75, color=c,
                     label=_label(s), edgecolor=c)
@@ -120,7 +158,7 @@ def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto")
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("iterations")
     elif kind == "ecdf":
-        for i, (s, x) in enumerate(zip(stats_list, samples)):
+        for i, (s, x) in enumerate(zip(rows, samples)):
             c = colors[i % len(colors)]
             xs = np.sort(x)
             ys = np.arange(1, len(xs) + 1) / len(xs)
@@ -144,8 +182,8 @@ def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto")
         except TypeError:
             ax.boxplot(samples, vert=False, **box_kw)
         ax.set_yticks(positions)
-        ax.set_yticklabels([_label(s) for s in stats_list])
-        for i, (s, pos) in enumerate(zip(stats_list, positions)):
+        ax.set_yticklabels([_label(s) for s in rows])
+        for i, (s, pos) in enumerate(zip(rows, positions)):
             c = colors[i % len(colors)]
             ax.plot([s.p95_ms], [pos], "D", color=c, markersize=8,
                     label=f"P95 {s.p95_ms:.4g} ms ({s.name})")
@@ -159,7 +197,8 @@ def plot_latency(stats_list, kind="hist", path=None, *, title=None, bins="auto")
     return _finish(plt, fig, path)
 
 
-def _sweep_axis(stats_list, param, values):
+def _sweep_axis(stats_list: Sequence[BenchmarkStats], param: str | None, values: Sequence[Any]
+                ) -> tuple[npt.NDArray[np.float64], list[str], bool]:
     """x positions, tick labels and whether the axis is numeric."""
     if param is not None:
         values = [(s.params or {}).get(param, v) for s, v in zip(stats_list, values)]
@@ -172,16 +211,43 @@ def _sweep_axis(stats_list, param, values):
     return np.arange(len(stats_list), dtype=float), labels, False
 
 
-def plot_sweep(sweep_result, path=None, *, param=None, title=None):
+def plot_sweep(sweep_result: Stats, path: Path | None = None, *, param: str | None = None,
+               title: str | None = None) -> Figure:
     """Latency and throughput against the swept parameter.
 
-    ``sweep_result`` is what ``sweep``, ``profile_model(batch_sizes=...)``
-    or ``benchmark_onnx`` return (or a list of stats plus ``param``).  Left:
-    median latency with the band up to P95; right: throughput
-    (``stats.throughput`` = fps × batch size; samples/s when batched).  A
-    numeric parameter gets a numeric axis (log base 2 when the values span
-    8x or more, as batch sizes do); anything else is categorical.
-    Returns the Figure; writes a PNG to ``path`` when given.
+    Left: median latency with the band up to P95; right: throughput
+    (``stats.throughput`` = fps × batch size; samples/s when batched).  A numeric
+    parameter gets a numeric axis (log base 2 when the values span 8x or more, as batch
+    sizes do); anything else is categorical.  Unstable rows are ringed in red.
+
+    Parameters
+    ----------
+    sweep_result : SweepResult or iterable of BenchmarkStats
+        What ``sweep``, ``profile_model(batch_sizes=...)`` or ``benchmark_onnx``
+        return, or results with ``params[param]``.
+    path : str or os.PathLike, optional
+        Write a PNG there.
+    param : str, optional
+        The swept parameter; None: the SweepResult's (the device for none).
+    title : str, optional
+        The figure's title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Detached from pyplot.
+
+    Raises
+    ------
+    ValueError
+        No results.
+    ImportError
+        matplotlib is not installed (the ``plot`` extra).
+
+    Examples
+    --------
+    >>> result = sweep(lambda n: (sorted, (list(range(n)),)), [100, 10000], param="n")
+    >>> fig = plot_sweep(result, "sweep.png")  # doctest: +SKIP
     """
     stats_list = _as_list(sweep_result)
     param = param if param is not None else getattr(sweep_result, "param", None)

@@ -16,21 +16,25 @@
 The timing itself is the native loop (``benchmark_callable``); the statistics and the
 verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/verdict.c).
 """
+from __future__ import annotations
+
 import math
 import operator
 import random
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
-from ._native import (BenchmarkInterrupted, BenchmarkWarning, _apply_rerun, _stats_from_samples,
-                      benchmark_callable, compare_benchmarks)
+from ._native import (BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, Comparison,
+                      _apply_rerun, _stats_from_samples, benchmark_callable, compare_benchmarks)
 
 __all__ = ["benchmark_repeated", "compare_callables", "compare_repeated"]
 
 # Set by _worker.py while a fresh process loads the parent's script to find the function:
 # a benchmark_repeated call then is that script's unguarded top level (the path).
-_LOADING_MAIN = None
+_LOADING_MAIN: Optional[str] = None
 
 _BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, short enough to interleave
 _MAX_BLOCK = 10_000
@@ -39,7 +43,7 @@ _MAX_ROUNDS = 1_000_000  # a bound on time and memory (each round keeps two bloc
 _BLOCK_OPTIONS = frozenset({"name", "num_warmup", "num_iters"})
 
 
-def _count(value, what, fn, lowest, highest=None):
+def _count(value: Any, what: str, fn: str, lowest: int, highest: int | None = None) -> int:
     try:
         n = operator.index(value)
     except TypeError:
@@ -51,10 +55,18 @@ def _count(value, what, fn, lowest, highest=None):
     return n
 
 
-def _pool(runs, sizes, name, fresh=False):
+def _samples(stats: BenchmarkStats) -> npt.NDArray[np.float64]:
+    x = stats.samples_ms
+    if x is None:   # every run and block of ours keeps its samples
+        raise ValueError(f"{stats.name!r} has no samples to pool")
+    return x
+
+
+def _pool(runs: Sequence[BenchmarkStats], sizes: Sequence[int], name: str | None,
+          fresh: bool = False) -> BenchmarkStats:
     """One BenchmarkStats over the samples of several runs (in run order), with run identity;
     fresh: the runs are fresh processes, so the pool gets their rerun interval."""
-    samples = np.concatenate([r.samples_ms for r in runs])
+    samples = np.concatenate([_samples(r) for r in runs])
     pooled = _stats_from_samples(samples)
     first = runs[0]
     pooled.name = name if name is not None else first.name
@@ -77,7 +89,7 @@ def _pool(runs, sizes, name, fresh=False):
     busy = [r.machine_busy for r in runs if r.machine_busy is not None]
     pooled.machine_busy = any(busy) if busy else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        medians = np.log([float(np.median(r.samples_ms)) for r in runs])
+        medians = np.log([float(np.median(_samples(r))) for r in runs])
     if len(runs) > 1 and np.all(np.isfinite(medians)):
         pooled.run_spread = float(np.std(medians, ddof=1))
     if fresh:
@@ -89,22 +101,62 @@ def _pool(runs, sizes, name, fresh=False):
 
 # ---- interleaved A/B in one process -------------------------------------------------
 
-def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, margin=0.05,
-                      seed=0, name_a=None, name_b=None, device="CPU", sync_fn=None, **kwargs):
-    """Compare two callables interleaved in one process; returns a Comparison.
+def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
+                      rounds: int = 20, block_iters: int | None = None, num_warmup: int = 10,
+                      margin: float = 0.05, seed: int = 0, name_a: str | None = None,
+                      name_b: str | None = None, device: str = "CPU",
+                      sync_fn: Callable[[], Any] | None = None, **kwargs: Any) -> Comparison:
+    """Compare two callables interleaved in one process: is b faster or slower than a?
 
-    Each of ``rounds`` rounds times one block of ``block_iters`` calls of ``a`` and one of
-    ``b`` (plus one untimed call before each block), in an order drawn at random per
-    round (seeded by ``seed``).  The verdict is judged on the per-round ratios of block
-    medians: their median is ``ratio``, the distribution-free 95% interval of that median
-    is ``[ci95_low, ci95_high]``, and ``margin`` is the practical-equivalence margin
-    (see compare_benchmarks).  ``block_iters=None`` sizes a block to about 20 ms of the
-    slower callable (3 calls at least).  ``args`` and ``kwargs`` go to both callables.
+    Each round times one block of ``block_iters`` calls of ``a`` and one of ``b`` (one
+    untimed call before each block), in an order drawn at random per round.  The
+    verdict is judged on the per-round ratios of block medians: whatever the machine
+    does slowly hits both sides of a round alike.
 
-    Ctrl-C in a block's timed loop raises a BenchmarkInterrupted (chained from the one of
-    the block) whose ``.comparison`` is the Comparison of the rounds both sides completed
-    (None under 2) and whose ``.stats`` is the interrupted block's; a Ctrl-C in a block's
-    untimed call propagates unchanged, carrying the same ``.comparison``.
+    Parameters
+    ----------
+    a, b : callable
+        The baseline and the candidate.
+    *args, **kwargs
+        Passed to both; a keyword named like an option here or of
+        ``benchmark_callable`` is the harness's (bind it first, functools.partial).
+    rounds : int, default 20
+        Rounds (>= 2).
+    block_iters : int, optional
+        Calls per block; None: about 20 ms of the slower callable, at least 3.
+    num_warmup : int, default 10
+        Untimed calls of each before the rounds.
+    margin : float, default 0.05
+        Practical-equivalence margin in [0, 1): a ratio within it is "same".
+    seed : int, default 0
+        Seed of the block order (and the bootstrap).
+    name_a, name_b : str, optional
+        Labels; None: the callables' ``__name__``.
+    device : str, default "CPU"
+        As for ``benchmark_callable``.
+    sync_fn : callable, optional
+        As for ``benchmark_callable``.
+
+    Returns
+    -------
+    Comparison
+        ``ratio`` (b / a, the median per-round ratio), its distribution-free 95%
+        interval and the verdict, ``method="interleaved"``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument, before anything runs.
+    BenchmarkInterrupted
+        Ctrl-C in a block's timed loop: ``.comparison`` is the Comparison of the rounds
+        both sides completed (None under 2), ``.stats`` the interrupted block's.
+
+    Examples
+    --------
+    >>> data = list(range(2000))
+    >>> c = compare_callables(sorted, lambda x: sorted(x, reverse=True), data, rounds=4)
+    >>> c.method, c.baseline
+    ('interleaved', 'sorted')
     """
     fn = "compare_callables"
     if not callable(a) or not callable(b):
@@ -121,15 +173,16 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
              name_b if name_b is not None else getattr(b, "__name__", "B"))
     if names[0] == names[1]:
         names = (names[0] + " (a)", names[1] + " (b)")
-    opts = dict(device=device, sync_fn=sync_fn, track_ram=False, track_vram=False, progress=False)
+    opts: dict[str, Any] = dict(device=device, sync_fn=sync_fn, track_ram=False,
+                                track_vram=False, progress=False)
     taken = sorted(set(kwargs) & (set(opts) | _BLOCK_OPTIONS))
     if taken:
         raise TypeError(f"{fn}(): keyword argument {taken[0]!r} is an option of the harness, "
                         f"not passed to a and b; to give it to the callables, bind it first "
                         f"(functools.partial(a, {taken[0]}=...))")
 
-    runs = ([], [])
-    block = [None]   # the block size, once the rounds start (None: still calibrating)
+    runs: tuple[list[BenchmarkStats], list[BenchmarkStats]] = ([], [])
+    block: list[int | None] = [None]   # the block size, once the rounds start (None: still calibrating)
     try:
         with warnings.catch_warnings():
             # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
@@ -155,12 +208,20 @@ def compare_callables(a, b, *args, rounds=20, block_iters=None, num_warmup=10, m
         # Ctrl-C outside a timed loop (a block's untimed call, calibration): the interrupt
         # itself propagates unchanged, carrying the completed rounds as sweep() carries .partial
         if block[0] is not None:
-            exc.comparison = _completed(runs, block[0], names, margin, seed)
+            exc.comparison = _completed(runs, block[0], names, margin, seed)  # type: ignore[attr-defined]
         raise
-    return _completed(runs, block_iters, names, margin, seed)
+    comparison = _completed(runs, block_iters, names, margin, seed)
+    assert comparison is not None   # rounds >= 2, all completed
+    return comparison
 
 
-def _completed(runs, block_iters, names, margin, seed):
+if TYPE_CHECKING:   # not at run time: typing's cache of Sequence[BenchmarkStats] would
+    # keep the native module alive past its teardown (its CUDA contexts unreleased)
+    _Runs = Tuple[Sequence[BenchmarkStats], Sequence[BenchmarkStats]]
+
+
+def _completed(runs: _Runs, block_iters: int, names: tuple[str, str], margin: float,
+               seed: int) -> Comparison | None:
     """The Comparison of the rounds both sides completed, or None under 2 such rounds."""
     done = min(len(runs[0]), len(runs[1]))
     if done < 2:
@@ -170,7 +231,8 @@ def _completed(runs, block_iters, names, margin, seed):
     return compare_benchmarks(pa, pb, paired=True, margin=margin, seed=seed)
 
 
-def _interrupted(exc, runs, rounds, block_iters, names, margin, seed):
+def _interrupted(exc: BenchmarkInterrupted, runs: _Runs, rounds: int, block_iters: int | None,
+                 names: tuple[str, str], margin: float, seed: int) -> BenchmarkInterrupted:
     """compare_callables' BenchmarkInterrupted for Ctrl-C in a block's timed loop."""
     done = min(len(runs[0]), len(runs[1]))
     comparison = None if block_iters is None else _completed(runs, block_iters, names, margin, seed)
@@ -185,27 +247,29 @@ def _interrupted(exc, runs, rounds, block_iters, names, margin, seed):
             f"{stats.timed_iters} timed iteration(s) of {stats.name!r}")
     new = BenchmarkInterrupted(
         f"compare_callables interrupted {where}: {done} of {rounds} rounds completed; {kept}{held}")
-    new.comparison = comparison
-    new.stats = stats
+    new.comparison = comparison  # type: ignore[attr-defined]
+    new.stats = stats  # type: ignore[assignment]
     return new
 
 
 # ---- repetitions in fresh processes ---------------------------------------------------
 
-def _refuse_reentry(fn):
+def _refuse_reentry(fn: str) -> None:
     if _LOADING_MAIN is not None:
         from ._worker import MainGuardError
         raise MainGuardError(f"{fn}() called while a fresh process loads {_LOADING_MAIN}")
 
 
-def _checked(fn, func, repeat):
+def _checked(fn: str, func: object, repeat: object) -> int:
     _refuse_reentry(fn)
     if not callable(func):
         raise TypeError(f"{fn}(): func must be callable, not {type(func).__name__}")
     return _count(repeat, "repeat", fn, 1)
 
 
-def _interrupted_runs(fn, done, repeat, sides):
+def _interrupted_runs(fn: str, done: int, repeat: int,
+                      sides: Sequence[tuple[Sequence[BenchmarkStats], str | None]]
+                      ) -> BenchmarkInterrupted | None:
     """BenchmarkInterrupted for Ctrl-C during the runs (each child is ended by then,
     _launch.py), .stats pooling the completed runs of each side; None when no run
     completed (the KeyboardInterrupt itself propagates then)."""
@@ -216,32 +280,60 @@ def _interrupted_runs(fn, done, repeat, sides):
     counts = " and ".join(str(len(runs)) for runs, _ in sides)
     new = BenchmarkInterrupted(f"{fn} interrupted in round {done + 1} of {repeat}: .stats "
                                f"holds the pool of the {counts} completed run(s)")
-    new.stats = pools[0] if len(pools) == 1 else pools
+    new.stats = pools[0] if len(pools) == 1 else pools  # type: ignore[assignment]
     return new
 
 
-def benchmark_repeated(func, *args, repeat=5, **kwargs):
+def benchmark_repeated(func: Callable[..., Any], *args: Any, repeat: int = 5,
+                       **kwargs: Any) -> BenchmarkStats:
     """benchmark_callable(func, *args, **kwargs) in ``repeat`` fresh interpreters, pooled.
 
-    The runs go one after another (never side by side: they would time each other), each
-    in a new interpreter (never a fork) put in this process's state first: its
-    ``sys.path``, CPU affinity, collector settings, torch / threadpoolctl thread counts
-    and glibc's mmap threshold, so that a run there measures what a run here would
-    (docs/statistics.md, "Repetitions").  The result's samples are the runs' samples in
-    run order; ``run_sizes`` says how many came from each run, ``run_spread`` is the
-    standard deviation of the logs of the run medians (0.05: runs differ by about 5%),
-    and ``rerun_low_ms`` / ``rerun_high_ms`` is where the median of one more such run is
-    expected (95%).
+    The runs go one after another, each in a new interpreter (never a fork) put in this
+    process's state first (``sys.path``, CPU affinity, collector settings, thread counts,
+    glibc's mmap threshold), so that a run there measures what a run here would
+    (docs/statistics.md, "Repetitions").
 
-    ``func`` and the arguments are sent by pickle: a function of an importable module
-    goes by name (a script that calls this needs no ``__main__`` guard then); one defined
-    in the running script, a notebook cell, a lambda or a local function goes by value
-    with cloudpickle when it is installed.  Without cloudpickle, a notebook's or a
-    lambda's function gets a TypeError before any process starts, and a script's is
-    found by loading the script again (as ``__mp_main__``: code under the guard does not
-    run; a script without the guard gets one RuntimeError saying so).  Ctrl-C ends the
-    running child and raises BenchmarkInterrupted with ``.stats`` pooling the completed
-    runs (a plain KeyboardInterrupt before the first completes).
+    ``func`` and the arguments travel by pickle: a function of an importable module by
+    name; one defined in the running script, a notebook cell, a lambda or a local
+    function by value with cloudpickle when it is installed.  Without cloudpickle a
+    script's function is found by loading the script again as ``__mp_main__`` (code
+    under its ``__main__`` guard does not run).
+
+    Parameters
+    ----------
+    func : callable
+        What to time.
+    *args, **kwargs
+        As for ``benchmark_callable``: its options, the rest passed to ``func``.
+    repeat : int, default 5
+        Fresh interpreters, one run each (>= 1).
+
+    Returns
+    -------
+    BenchmarkStats
+        The runs' samples pooled in run order: ``run_sizes`` (samples per run),
+        ``run_spread`` (std of the log run medians: 0.05 = runs differ by about 5%) and
+        ``rerun_low_ms`` / ``rerun_high_ms`` (where one more run's median is expected).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument, or a function that cannot be sent, before any process starts.
+    RuntimeError
+        A child that died without a result, or a script without its ``__main__`` guard.
+    BenchmarkInterrupted
+        Ctrl-C: the running child is ended; ``.stats`` pools the completed runs (a plain
+        KeyboardInterrupt before the first completes).
+
+    Any exception of ``func`` in a child is raised here, with the child's traceback
+    as a note.
+
+    Examples
+    --------
+    >>> stats = benchmark_repeated(sorted, list(range(1000)), repeat=3,
+    ...                            num_iters=20)  # doctest: +SKIP
+    >>> stats.run_sizes  # doctest: +SKIP
+    (20, 20, 20)
     """
     from ._launch import Job, relay_warnings
 
@@ -250,7 +342,7 @@ def benchmark_repeated(func, *args, repeat=5, **kwargs):
     name = kwargs.get("name")
     kwargs.setdefault("progress", False)
     job = Job(fn, func, args, kwargs)
-    runs = []
+    runs: list[BenchmarkStats] = []
     try:
         for k in range(repeat):
             runs.append(job.run(k + 1, repeat))
@@ -263,19 +355,48 @@ def benchmark_repeated(func, *args, repeat=5, **kwargs):
     return _pool(runs, [r.timed_iters for r in runs], name, fresh=True)
 
 
-def compare_repeated(a, b, *args, repeat=5, margin=0.05, name_a=None, name_b=None,
-                     **kwargs):
-    """Compare two callables over ``repeat`` fresh interpreters each, interleaved; a Comparison.
+def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
+                     repeat: int = 5, margin: float = 0.05, name_a: str | None = None,
+                     name_b: str | None = None, **kwargs: Any) -> Comparison:
+    """Compare two callables over fresh interpreters, their runs interleaved.
 
-    The runs alternate, A B then B A, round after round (A1 B1 B2 A2 A3 B3 ...), each in
-    a fresh interpreter in this process's state (as benchmark_repeated), so that a
-    machine that changes speed during the comparison slows both sides alike; each side's
-    runs are pooled and judged by compare_benchmarks, which allows for the spread
-    between the runs it sees.  ``margin`` is the practical-equivalence margin; the other
-    keyword arguments go to benchmark_callable and, beyond its options, to both
-    callables.  The reason says so when the machine was busy.  Ctrl-C ends the running
-    child and raises BenchmarkInterrupted with ``.stats`` = [pool of A, pool of B] of
-    the completed runs (None for a side without one).
+    The runs alternate A B, B A, A B, ... (each as ``benchmark_repeated`` runs them), so
+    that a machine that changes speed meanwhile slows both sides alike; each side's runs
+    are pooled and judged by ``compare_benchmarks``, which allows for the spread between
+    the runs.  The reason says so when the machine was busy.
+
+    Parameters
+    ----------
+    a, b : callable
+        The baseline and the candidate.
+    *args, **kwargs
+        As for ``benchmark_callable``: its options, the rest passed to both callables.
+    repeat : int, default 5
+        Runs per side (>= 2).
+    margin : float, default 0.05
+        Practical-equivalence margin in [0, 1): a ratio within it is "same".
+    name_a, name_b : str, optional
+        Labels; None: the callables' ``__name__``.
+
+    Returns
+    -------
+    Comparison
+        ``ratio`` (b / a) of the pooled medians, its 95% interval and the verdict.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument, before any process starts.
+    BenchmarkInterrupted
+        Ctrl-C: the running child is ended; ``.stats`` is [pool of a, pool of b] of the
+        completed runs (None for a side without one).
+
+    Examples
+    --------
+    >>> c = compare_repeated(sorted, lambda x: sorted(x, reverse=True),
+    ...                      list(range(1000)), repeat=2, num_iters=20)  # doctest: +SKIP
+    >>> c.baseline_runs, c.candidate_runs  # doctest: +SKIP
+    (2, 2)
     """
     from ._launch import Job, relay_warnings
 
@@ -297,7 +418,7 @@ def compare_repeated(a, b, *args, repeat=5, margin=0.05, name_a=None, name_b=Non
     kwargs.setdefault("progress", False)
     jobs = (Job(fn, a, args, dict(kwargs, name=names[0])),
             Job(fn, b, args, dict(kwargs, name=names[1])))
-    runs = ([], [])
+    runs: tuple[list[BenchmarkStats], list[BenchmarkStats]] = ([], [])
     try:
         for r in range(repeat):
             for side in ((0, 1) if r % 2 == 0 else (1, 0)):

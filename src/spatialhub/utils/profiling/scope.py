@@ -11,9 +11,20 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Any, Callable
+import sys
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal, TypeVar, cast
 
 from ._native import ProfileNode, ProfilerCore, Timer, _set_default_profiler
+
+if TYPE_CHECKING:   # typing.ParamSpec is 3.10+; type checkers know typing_extensions'
+    import inspect
+
+    if sys.version_info >= (3, 10):
+        from typing import ParamSpec
+    else:
+        from typing_extensions import ParamSpec
+    _P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # The released module logs on logging.getLogger(__name__) of
 # spatialhub/utils/profiling.py: the same name as this package.
@@ -41,27 +52,149 @@ def _md_cell(text: str) -> str:
     return "".join(out)
 
 
-class HierarchicalProfiler(ProfilerCore):
-    """Nested scopes aggregated into one call tree: per-thread and per-asyncio-task nesting,
-    totals, a latency histogram per scope (p50/p95/p99), true peak RSS, CUDA sync.
+# The signatures inspect.signature reports for HierarchicalProfiler (the constructor) and
+# for a call of one of its instances: ProfilerCore's, whose __init__ and tp_call are C.
+def _profiler_init(name: str = "Root", device: str = "CPU", track_ram: bool | Literal["peak"] = True,
+                   track_vram: bool | None = None, sync_cuda: bool | None = None,
+                   device_id: int = 0, *, trace_capacity: int = 65536) -> None:
+    """HierarchicalProfiler(...)"""
 
-    ``HierarchicalProfiler(name="Root", device="CPU", track_ram=True, track_vram=None,
-    sync_cuda=None, device_id=0, *, trace_capacity=65536)``; ``track_vram`` and
-    ``sync_cuda`` default to True when ``device`` names a CUDA device.
+
+def _profiler_call(name: str, track_ram: bool | Literal["peak"] | None = None,
+                   track_vram: bool | None = None, sync_cuda: bool | None = None) -> Timer:
+    """profiler(name, ...)"""
+    raise NotImplementedError   # a signature only
+
+
+class _Signature:
+    """``__signature__`` of a class whose instances are called: the constructor's on the
+    class, the call's on an instance.  inspect.signature reads ``__signature__`` first, and
+    finds nothing else on a C type's ``__init__`` and ``__call__`` (slot wrappers).  A
+    Python ``__init__`` or ``__call__`` would do as well, but would put a Python frame on
+    ``with prof("stage")``, a C vectorcall (docs/performance.md, figure 9).  A subclass
+    that defines its own ``__init__`` / ``__new__`` (or ``__call__``) gets None, so
+    inspect reads that one instead."""
+
+    def __init__(self, init: Callable[..., Any], call: Callable[..., Any]) -> None:
+        self._stubs = {False: init, True: call}
+        self._owner: type | None = None
+        self._cache: dict[bool, inspect.Signature] = {}
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._owner = owner
+
+    def __get__(self, obj: object, objtype: type | None = None) -> inspect.Signature | None:
+        called = obj is not None
+        cls = type(obj) if called else objtype
+        own = ("__call__",) if called else ("__init__", "__new__")
+        for klass in (cls.__mro__ if cls is not None else ()):
+            if klass is self._owner:
+                break
+            if any(name in vars(klass) for name in own):
+                return None
+        sig = self._cache.get(called)
+        if sig is None:
+            import inspect
+
+            sig = self._cache[called] = inspect.signature(self._stubs[called])
+        return sig
+
+
+class HierarchicalProfiler(ProfilerCore):
+    """Nested scopes aggregated into one call tree.
+
+    Each ``with prof("stage"):`` is one call of the scope "stage", a child of the scope it
+    is entered in; nesting is per thread and per asyncio task, and every thread and task
+    records into the one tree: calls, wall and CPU totals, a latency histogram per scope
+    (p50, p95, p99), peak RSS, device memory and CUDA sync.  Calling the profiler is
+    :meth:`scope`.
+
+    Parameters
+    ----------
+    name : str, default "Root"
+        The root scope's name (``root_name``).
+    device : str, default "CPU"
+        Where the code runs; a label containing "cuda" ("cuda:1": ordinal 1) turns
+        ``track_vram`` and ``sync_cuda`` on unless they are given.
+    track_ram : bool or "peak", default True
+        Host memory of each scope: True (RSS at exit minus at enter), "peak" (the true
+        peak) or False.  The default of :meth:`scope`.
+    track_vram : bool, optional
+        Device memory of each scope (CUDA, device-wide).  None: whether ``device`` is CUDA.
+    sync_cuda : bool, optional
+        Sync the CUDA device at each scope's enter and exit.  None: as ``track_vram``.
+    device_id : int, default 0
+        The CUDA device's ordinal.
+    trace_capacity : int, default 65536
+        How many of the last scope calls :meth:`export_chrome_trace` can export.
+
+    Examples
+    --------
+    >>> prof = HierarchicalProfiler("pipeline")
+    >>> with prof("load"):
+    ...     with prof("decode"):
+    ...         pass
+    >>> prof.root.children["load"].children["decode"].calls
+    1
+    >>> prof
+    <HierarchicalProfiler 'pipeline' on CPU: 2 scopes, 2 calls>
     """
+
+    __signature__ = _Signature(_profiler_init, _profiler_call)
+
+    #: A repr counts the scopes of at most this many nodes (a tree can be huge).
+    _REPR_NODES = 1000
+
+    def __repr__(self) -> str:
+        scopes, calls, complete = self._census(self._REPR_NODES)
+        count = (f"{scopes:,} scope{'s' * (scopes != 1)}, {calls:,} call{'s' * (calls != 1)}"
+                 if complete else f"over {self._REPR_NODES:,} scopes")
+        return f"<{type(self).__name__} {self.root_name!r} on {self.device}: {count}>"
+
+    def _census(self, limit: int) -> tuple[int, int, bool]:
+        """(scopes below the root, their calls, complete): at most `limit` nodes are
+        visited, and a node's children are listed only when they all fit."""
+        scopes = calls = 0
+        todo = [self.root]
+        while todo:
+            children = todo.pop().children
+            if scopes + len(children) > limit:
+                return scopes, calls, False
+            for child in list(children.values()):
+                scopes += 1
+                calls += child.calls
+                todo.append(child)
+        return scopes, calls, True
 
     # ---- the released API (push / pop / reset / scope / __call__ are native) ----
 
     def timeit(
         self,
         name: str | None = None,
-        track_ram: bool | str | None = None,
+        track_ram: bool | Literal["peak"] | None = None,
         track_vram: bool | None = None,
         sync_cuda: bool | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: every call of the function is a scope of this profiler."""
+    ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+        """Decorator: every call of the function is a call of a scope of this profiler.
 
-        def make(func: Callable[..., Any]) -> Callable[..., Any]:
+        Works on functions, methods, ``async def`` functions (the scope spans the awaited
+        body) and generator functions (the scope spans the whole iteration), as
+        :func:`timeit`.
+
+        Parameters
+        ----------
+        name : str, optional
+            The scope's name; None: the function's ``__name__``.
+        track_ram, track_vram, sync_cuda : optional
+            As for :meth:`scope`; None: the profiler's defaults.
+
+        Returns
+        -------
+        callable
+            The decorator; the decorated function keeps its signature and metadata.
+        """
+
+        def make(func: Callable[_P, _R]) -> Callable[_P, _R]:
             _check_decorated(func)
             scope_name = name if name else func.__name__
             return _wrap(func, lambda: self.scope(scope_name, track_ram, track_vram, sync_cuda))
@@ -82,9 +215,14 @@ class HierarchicalProfiler(ProfilerCore):
         """The lines :meth:`summary` logs, as one str."""
         return "\n".join(self._summary_lines())
 
-    def print_summary(self, file: Any = None) -> None:
-        """Print the lines :meth:`summary` logs (to ``file``, default ``sys.stdout``),
-        whatever the logging configuration."""
+    def print_summary(self, file: IO[str] | None = None) -> None:
+        """Print the lines :meth:`summary` logs, whatever the logging configuration.
+
+        Parameters
+        ----------
+        file : text stream, optional
+            Where to print; None: ``sys.stdout``.
+        """
         print(self.summary_text(), file=file)
 
     def _summary_lines(self) -> list[str]:
@@ -192,7 +330,13 @@ class HierarchicalProfiler(ProfilerCore):
         return {"device": self.device, "root": node_dict(self.root)}
 
     def to_json(self, **kwargs: Any) -> str:
-        """``json.dumps(self.to_dict(), **kwargs)``."""
+        """``json.dumps(self.to_dict(), **kwargs)``.
+
+        Parameters
+        ----------
+        **kwargs
+            Passed to ``json.dumps`` (``indent=2``, ...).
+        """
         import json
 
         return json.dumps(self.to_dict(), **kwargs)
@@ -200,10 +344,26 @@ class HierarchicalProfiler(ProfilerCore):
     def export_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """The last ``trace_capacity`` scope calls as Chrome Trace Event JSON (complete
         "X" events, microseconds), which Perfetto, chrome://tracing and speedscope open.
-        Written to `path` when given; the dict is returned either way.
 
         Scopes of one thread nest; asyncio tasks that interleave on one thread are put on
-        lanes of their own ("thread N / lane k") so that every lane nests properly."""
+        lanes of their own ("thread N / lane k") so that every lane nests properly.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Where to write the JSON; None: nowhere.
+
+        Returns
+        -------
+        dict
+            The trace, written or not; ``otherData.events_dropped`` counts the calls
+            the bounded buffer let go.
+
+        Raises
+        ------
+        TypeError
+            A path that is not a str or os.PathLike.
+        """
         import json
 
         if path is not None and not isinstance(path, (str, bytes, os.PathLike)):
@@ -329,13 +489,18 @@ def _assign_lanes(events: list[tuple[int, int, int, int, int]],
     return order, lanes
 
 
-def _check_decorated(func: Any) -> None:
+def _check_decorated(func: object) -> None:
     if not callable(func):
         raise TypeError(f"timeit(): the decorated object must be callable, not "
                         f"{type(func).__name__}")
 
 
-def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
+def _wrap(func: Callable[_P, _R], make_timer: Callable[[], Timer]) -> Callable[_P, _R]:
+    """`func` with every call inside a fresh Timer: the same signature, to a type checker."""
+    return cast("Callable[_P, _R]", _wrapped(func, make_timer))
+
+
+def _wrapped(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable[..., Any]:
     """`func` with every call inside a fresh Timer, keeping its metadata (functools.wraps).
 
     A coroutine function stays one, a generator function stays one, an async generator
@@ -397,17 +562,56 @@ def _wrap(func: Callable[..., Any], make_timer: Callable[[], Timer]) -> Callable
 
     return wrapper
 
+
 def timeit(
     name: str | None = None,
     profiler: HierarchicalProfiler | None = None,
-    track_memory: bool | str = True,
+    track_memory: bool | Literal["peak"] = True,
     track_vram: bool = False,
     sync_cuda: bool = False,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: every call of the function runs inside ``Timer(name or func.__name__,
-    profiler, ...)``; with no `profiler` it records into the module-level ``profiler``."""
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Decorator: every call of the function runs inside a :class:`Timer`.
 
-    def make(func: Callable[..., Any]) -> Callable[..., Any]:
+    Works on functions, methods, ``async def`` functions (the scope spans the awaited
+    body), and generator and async-generator functions, which stay such functions: the
+    scope spans the whole iteration, from the first ``next()`` to exhaustion, ``close()``
+    or an exception.
+
+    Parameters
+    ----------
+    name : str, optional
+        The scope's name; None: the function's ``__name__``.
+    profiler : HierarchicalProfiler, optional
+        Where the calls are recorded; None: the module-level ``profiler``.
+    track_memory : bool or "peak", default True
+        Host memory of each call, as for :class:`Timer`.
+    track_vram : bool, default False
+        Device memory of each call (CUDA, device-wide).
+    sync_cuda : bool, default False
+        Sync the CUDA device before and after each call.
+
+    Returns
+    -------
+    callable
+        The decorator; the decorated function keeps its signature (for type checkers
+        too) and its ``functools.wraps`` metadata.
+
+    Raises
+    ------
+    TypeError
+        Decorating something that is not callable.
+
+    Examples
+    --------
+    >>> prof = HierarchicalProfiler("demo")
+    >>> @timeit(profiler=prof)
+    ... def double(x: int) -> int:
+    ...     return 2 * x
+    >>> double(21), prof.root.children["double"].calls
+    (42, 1)
+    """
+
+    def make(func: Callable[_P, _R]) -> Callable[_P, _R]:
         _check_decorated(func)
         timer_name = name if name else func.__name__
         return _wrap(func, lambda: Timer(timer_name, profiler=profiler,

@@ -8,14 +8,29 @@ import.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
-from ._native import benchmark_callable, get_cuda_sync_fn
+from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
 from .sweeps import SweepResult, _sweep_rows
+
+if TYPE_CHECKING:
+    from typing import overload
+
+    import torch  # type: ignore[import-not-found, unused-ignore]   # optional: else Any
+
+    DType = Union[torch.dtype, str]
+else:
+    # typing.overload (3.11+) keeps every overload in a registry for the life of the
+    # process, and with it this module's globals: the native module would outlive its
+    # teardown (its CUDA primary contexts never released).  The overloads are for type
+    # checkers; at run time the implementation alone is profile_model.
+    def overload(func: Any) -> Any:
+        return func
 
 __all__ = ["profile_model"]
 
 
-def _torch_dtype(torch, dtype):
+def _torch_dtype(torch: Any, dtype: object) -> Any:
     if dtype is None:
         return torch.float32
     if isinstance(dtype, torch.dtype):
@@ -27,7 +42,7 @@ def _torch_dtype(torch, dtype):
     raise ValueError(f"profile_model: unknown dtype {dtype!r} (use a torch.dtype or a name like 'float16')")
 
 
-def _check_shape(shape, what):
+def _check_shape(shape: Iterable[int], what: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(d) for d in shape)
     except TypeError:
@@ -37,7 +52,7 @@ def _check_shape(shape, what):
     return shape
 
 
-def _torch_device(torch, device):
+def _torch_device(torch: Any, device: object) -> Any:
     dev = torch.device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
@@ -52,7 +67,7 @@ def _torch_device(torch, device):
     return dev
 
 
-def _random_input(torch, shape, dtype, dev):
+def _random_input(torch: Any, shape: tuple[int, ...], dtype: Any, dev: Any) -> Any:
     gen = torch.Generator().manual_seed(0)
     if dtype.is_floating_point or dtype.is_complex:
         x = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
@@ -63,44 +78,91 @@ def _random_input(torch, shape, dtype, dev):
     return x.to(dev)
 
 
-def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_sizes=None,
-                  dtype=None, name=None, **bench_kw):
+@overload
+def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
+                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100,
+                  batch_sizes: None = None, dtype: DType | None = None, name: str | None = None,
+                  **bench_kw: Any) -> BenchmarkStats: ...
+@overload
+def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
+                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100, *,
+                  batch_sizes: Iterable[int], dtype: DType | None = None,
+                  name: str | None = None, **bench_kw: Any) -> SweepResult: ...
+@overload
+def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
+                  device: str | torch.device, warmup: int, iters: int,
+                  batch_sizes: Iterable[int], dtype: DType | None = None,
+                  name: str | None = None, **bench_kw: Any) -> SweepResult: ...
+def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
+                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100,
+                  batch_sizes: Iterable[int] | None = None, dtype: DType | None = None,
+                  name: str | None = None, **bench_kw: Any) -> BenchmarkStats | SweepResult:
     """Latency profile of a ``torch.nn.Module`` (the latency-profiler recipe).
 
-    Moves ``model`` to ``device`` (in place, as ``Module.to`` does), puts it
-    in ``eval()`` mode, builds a random input of ``input_shape`` (seeded, so
-    runs are repeatable) and times ``model(x)`` under
-    ``torch.inference_mode()`` with the native harness: ``warmup`` untimed
-    calls, then ``iters`` timed ones, each bracketed by the device's sync
-    (native ``cuCtxSynchronize`` on cuda, ``torch.mps.synchronize`` on mps,
-    none on cpu).
+    Moves ``model`` to ``device`` (in place, as ``Module.to`` does), puts it in
+    ``eval()`` mode, builds a seeded random input of ``input_shape`` and times
+    ``model(x)`` under ``torch.inference_mode()`` with the native harness, each call
+    between two syncs of the device (native ``cuCtxSynchronize`` on cuda,
+    ``torch.mps.synchronize`` on mps, none on cpu).
 
-    ``dtype`` (a ``torch.dtype`` or its name; default float32) is the input
-    dtype; a floating dtype converts the model's floating parameters too, so
-    ``dtype=torch.float16`` profiles a half-precision model.  Integer dtypes
-    (token ids) give inputs in {0, 1} and leave the model alone.
+    Parameters
+    ----------
+    model : torch.nn.Module
+        What to time.
+    input_shape : sequence of int
+        The input's shape; its first dimension is the batch size (``batch_size`` of
+        the result, so ``throughput`` is samples/s).
+    device : str or torch.device, default "cpu"
+        "cpu", "cuda", "cuda:1", "mps".
+    warmup : int, default 10
+        Untimed calls first.
+    iters : int, default 100
+        Timed calls.
+    batch_sizes : iterable of int, optional
+        Profile each batch size in turn (the first dimension of ``input_shape``
+        replaced) and return a :class:`SweepResult` with ``param="batch_size"``.
+    dtype : torch.dtype or str, optional
+        The input's dtype (default float32); a floating dtype converts the model's
+        floating parameters too (``torch.float16``: a half-precision model); an
+        integer dtype (token ids) gives inputs in {0, 1} and leaves the model alone.
+    name : str, optional
+        The result's label; None: the model's class name.
+    **bench_kw
+        ``benchmark_callable``'s options (``track_ram``, ``target_rel_ci``, ...).
 
-    ``batch_size`` of the result is ``input_shape[0]``, so ``throughput`` is
-    samples/s.  On cuda, ``torch_max_allocated_mb`` is torch's own peak
-    allocation over the run (``torch.cuda.max_memory_allocated`` after
-    ``reset_peak_memory_stats``; weights and input included), beside the
-    device-wide ``vram_delta_mb``.
+    Returns
+    -------
+    BenchmarkStats or SweepResult
+        One result, or one per batch size.  On cuda, ``torch_max_allocated_mb`` is
+        torch's own peak allocation (weights and input included), beside the
+        device-wide ``vram_delta_mb``.
 
-    With ``batch_sizes=[1, 4, 16, 32]`` the first dimension of
-    ``input_shape`` is replaced by each batch size in turn and a
-    :class:`SweepResult` (one stats per batch size, ``param="batch_size"``)
-    is returned; otherwise one ``BenchmarkStats``.  Other keyword arguments
-    go to ``benchmark_callable`` (``track_ram``, ``target_rel_ci``, ...).
+    Raises
+    ------
+    TypeError
+        ``model`` is not a ``torch.nn.Module``, or a shape that is not ints.
+    ValueError
+        An empty or non-positive shape or batch size, or an unknown dtype.
+    RuntimeError
+        A device torch cannot use here.
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> stats = profile_model(torch.nn.Linear(64, 64), (8, 64), iters=20)  # doctest: +SKIP
+    >>> stats.batch_size  # doctest: +SKIP
+    8
     """
     import torch
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"profile_model: model must be a torch.nn.Module, got {type(model).__name__}")
     shape = _check_shape(input_shape, "profile_model: input_shape")
+    sizes = None
     if batch_sizes is not None:
-        batch_sizes = [int(b) for b in batch_sizes]
-        if not batch_sizes or any(b < 1 for b in batch_sizes):
-            raise ValueError(f"profile_model: batch_sizes must be positive ints, got {batch_sizes!r}")
+        sizes = [int(b) for b in batch_sizes]
+        if not sizes or any(b < 1 for b in sizes):
+            raise ValueError(f"profile_model: batch_sizes must be positive ints, got {sizes!r}")
     tdtype = _torch_dtype(torch, dtype)
     dev = _torch_device(torch, device)
     label = name or type(model).__name__
@@ -111,6 +173,7 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
     model.eval()
 
     cuda = dev.type == "cuda"
+    sync: Callable[[], Any] | None
     if cuda:
         with torch.cuda.device(dev):
             sync = get_cuda_sync_fn()
@@ -126,7 +189,7 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
         device_label = str(dev)
     bench_kw.setdefault("sync_fn", sync)
 
-    def run(batch):
+    def run(batch: int) -> BenchmarkStats:
         x = _random_input(torch, (batch,) + shape[1:], tdtype, dev)
         # on cuda, torch.cuda.device(dev) makes dev's context current for the native sync
         with torch.inference_mode(), (torch.cuda.device(dev) if cuda else contextlib.nullcontext()):
@@ -144,7 +207,7 @@ def profile_model(model, input_shape, device="cpu", warmup=10, iters=100, batch_
         stats.env = env
         return stats
 
-    if batch_sizes is None:
+    if sizes is None:
         return run(shape[0])
     # sweep()'s loop: labels each row, keeps the finished rows on Ctrl-C (.partial)
-    return _sweep_rows(list(batch_sizes), "batch_size", run)
+    return _sweep_rows(sizes, "batch_size", run)
