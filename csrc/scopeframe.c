@@ -33,8 +33,9 @@
  * go are held by the entries, so no other thread can see the switch), and
  * the variable is never left unset once used: a context's first entry
  * starts from None (the root), not from "unset".  3.9 has no C switch for
- * the collector: there a copy of the context holds the mapping, which closes
- * the reset's window but not the set's (docs/reliability.md).
+ * the collector: there the gc module's isenabled / disable / enable are
+ * called (a context copy, tried first, closed the reset's window but not the
+ * set's: the finalizer storm crashed 3.9 in CI).
  */
 #include "profiling.h"
 
@@ -44,9 +45,34 @@
 #elif PY_VERSION_HEX >= 0x030A0000
 #define GUARD_BEGIN() int guard_was_ = PyGC_Disable(), guard_ok_ = 1
 #define GUARD_END() do { (void)guard_ok_; if (guard_was_) PyGC_Enable(); } while (0)
-#else
-#define GUARD_BEGIN() PyObject *guard_ctx_ = PyContext_CopyCurrent(); int guard_ok_ = guard_ctx_ != NULL
-#define GUARD_END() Py_XDECREF(guard_ctx_)
+#else   /* 3.9: no C switch; the gc module's own, which run no Python code */
+static int
+gc_switch(const char *method)
+{
+    PyObject *gc = PyDict_GetItemString(PyImport_GetModuleDict(), "gc");   /* borrowed */
+    Py_XINCREF(gc);
+    if (gc == NULL)
+        gc = PyImport_ImportModule("gc");
+    PyObject *r = gc ? PyObject_CallMethod(gc, method, NULL) : NULL;
+    Py_XDECREF(gc);
+    int v = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    return v;
+}
+/* isenabled, then disable: a collection may still run while those look the
+ * methods up, before the set or reset has begun */
+#define GUARD_BEGIN() int guard_was_ = gc_switch("isenabled"), \
+                      guard_ok_ = guard_was_ >= 0 && (!guard_was_ || gc_switch("disable") >= 0)
+#define GUARD_END() do { if (guard_ok_ && guard_was_ == 1) gc_enable_keeping_error(); } while (0)
+static void
+gc_enable_keeping_error(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (gc_switch("enable") < 0)
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
 #endif
 
 /* var.set(value): the token (new reference), or NULL with an exception. */

@@ -18,6 +18,9 @@
  * Layer 4: module state and the C-API only.
  */
 #include "profiling.h"
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h>   /* PyFrame_GetBack (3.9+): Python.h includes it from 3.11 */
+#endif
 
 #include <string.h>
 
@@ -332,16 +335,7 @@ user_frame(shp_state *st, const entry_names **names)
         Py_XDECREF(fn);
         Py_XDECREF(file);
         Py_DECREF(code);
-#if PY_VERSION_HEX >= 0x030A0000
-        PyFrameObject *back = PyFrame_GetBack(f);
-#else   /* declared in 3.9 by a header Python.h does not include */
-        PyObject *b = PyObject_GetAttrString((PyObject *)f, "f_back");
-        PyFrameObject *back = b != NULL && b != Py_None ? (PyFrameObject *)b : NULL;
-        if (back == NULL) {
-            Py_XDECREF(b);
-            PyErr_Clear();
-        }
-#endif
+        PyFrameObject *back = PyFrame_GetBack(f);   /* new reference, or NULL */
         Py_DECREF(f);
         f = back;
         level++;
