@@ -40,6 +40,8 @@ tar -C "$root" --exclude=./.git --exclude=./.venv --exclude=./build --exclude='*
     --exclude='__pycache__' --exclude='.hypothesis' --exclude='*.egg-info' \
     --exclude='.pytest_cache' -cf - . | tar -C "$work" -xf -
 mkdir -p "$work/venvs"
+# .ci/run starts the 3.11 suite beside this script once the copy is made
+[ -z "${VERSIONS_READY_FILE:-}" ] || touch "$VERSIONS_READY_FILE"
 
 failed=() ran=() skipped=()
 for spec in "${versions[@]}"; do

@@ -310,15 +310,15 @@ class Job:
             raise RuntimeError(f"{fn}(): the function raised {type_name} in the {where}: "
                                f"{message}\n{text}")
         note = f"raised in the {where}; its traceback:\n{text.rstrip()}"
-        if hasattr(exc, "add_note"):
-            exc.add_note(note)
-        else:   # before 3.11: PEP 678's list, which pytest and our CLI read there too
-            try:
+        try:   # the user's exception is raised whatever its notes do
+            if hasattr(exc, "add_note"):
+                exc.add_note(note)
+            else:   # before 3.11: PEP 678's list, which pytest and our CLI read there too
                 notes = exc.__dict__.setdefault("__notes__", [])
                 if isinstance(notes, list):
                     notes.append(note)
-            except (AttributeError, TypeError):   # an exception type without a __dict__
-                pass
+        except Exception:   # noqa: BLE001 - a __notes__ that is not a list, an add_note that raises
+            pass
         raise exc
 
 
