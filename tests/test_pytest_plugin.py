@@ -340,9 +340,9 @@ def test_the_reference_is_timed_all_through_the_benchmark_not_only_around_it(tmp
     got = json.loads((tmp_path / "calls.json").read_text())
     blocks, rounds = got["blocks"], got["rounds"]
     refs = [n for c, n in blocks if c == "R"]
-    # calibration first (the cold call, then 5 warm rounds: it is under 1 ms), then:
-    # reference (5 warm-up + 20), segment, ..., reference
-    assert blocks[0] == ["F", 6] and blocks[-1][0] == "F"          # the result call last
+    # calibration first (the cold call, then 5 warm rounds when it is under 1 ms -- it is
+    # here, but not under ASan), then: reference (5 warm-up + 20), segment, ..., reference
+    assert blocks[0] in (["F", 6], ["F", 1]) and blocks[-1][0] == "F"   # the result call last
     assert len(refs) == min(8, rounds // 5) + 1 >= 3, blocks
     assert refs[0] == 25 and all(n == 21 for n in refs[1:]), refs
     segs = [n for c, n in blocks[1:-1] if c == "F"]

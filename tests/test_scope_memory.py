@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from reliability_support import UNDER_SANITIZER
 
 from spatialhub.utils.profiling import (
     HierarchicalProfiler, Timer, benchmark_callable, get_cuda_sync_fn, timeit,
@@ -55,6 +56,8 @@ def test_default_scope_reports_memory_it_keeps():
     assert p.root.children["keep"].peak_ram_delta_mb == t.ram_delta_mb
 
 
+@pytest.mark.skipif(UNDER_SANITIZER, reason="ASan's quarantine keeps freed memory resident, "
+                    "so RSS does not fall when the block frees")
 def test_default_scope_is_end_minus_start_never_negative():
     big = np.ones(80 * MB // 8)
     with Timer("free", track_memory=True) as t:
