@@ -116,7 +116,7 @@ EOF
 echo "== sanitize: the whole suite under ASan + UBSan"
 t_suite=$(date +%s)
 set +e
-(cd "$tree" && "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rfEsx tests "$@")
+(cd "$tree" && "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rfEsx --durations=15 tests "$@")
 suite_rc=$?
 set -e
 t_suite=$(( $(date +%s) - t_suite ))
