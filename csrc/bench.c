@@ -132,40 +132,55 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     if (v[OPT_NUM_ITERS] && as_count(v[OPT_NUM_ITERS], "num_iters", 1, &o->num_iters, 1) < 0)
         return -1;
     if ((v[OPT_TRACK_RAM] && shp_arg_flag(v[OPT_TRACK_RAM], &o->track_ram) < 0) ||
-        (v[OPT_TRACK_VRAM] && shp_arg_flag(v[OPT_TRACK_VRAM], &o->track_vram) < 0) ||
-        (v[OPT_DISABLE_GC] && shp_arg_flag(v[OPT_DISABLE_GC], &o->disable_gc) < 0))
-        return -1;
-    if (v[OPT_PROGRESS] && v[OPT_PROGRESS] != Py_None &&
-        shp_arg_flag(v[OPT_PROGRESS], &o->progress) < 0)
-        return -1;
-    if (v[OPT_TARGET_REL_CI] &&
-        as_positive_real(v[OPT_TARGET_REL_CI], "target_rel_ci", &o->target_rel_ci, 1) < 0)
-        return -1;
-    if (v[OPT_MAX_TIME_S] && as_positive_real(v[OPT_MAX_TIME_S], "max_time_s", &o->max_time_s, 0) < 0)
+        (v[OPT_TRACK_VRAM] && shp_arg_flag(v[OPT_TRACK_VRAM], &o->track_vram) < 0))
         return -1;
     if (v[OPT_SYNC_FN] && shp_arg_callable(v[OPT_SYNC_FN], FN, "sync_fn", 1, &sync_fn) < 0)
         return -1;
+    /* the options the released module did not have: code written for it passed
+     * keywords of these names on to func, so their errors say how to do that */
+    const char *opt = "disable_gc";
+    if (v[OPT_DISABLE_GC] && shp_arg_flag(v[OPT_DISABLE_GC], &o->disable_gc) < 0)
+        goto new_option_error;
+    opt = "progress";
+    if (v[OPT_PROGRESS] && v[OPT_PROGRESS] != Py_None &&
+        shp_arg_flag(v[OPT_PROGRESS], &o->progress) < 0)
+        goto new_option_error;
+    opt = "target_rel_ci";
+    if (v[OPT_TARGET_REL_CI] &&
+        as_positive_real(v[OPT_TARGET_REL_CI], "target_rel_ci", &o->target_rel_ci, 1) < 0)
+        goto new_option_error;
+    opt = "max_time_s";
+    if (v[OPT_MAX_TIME_S] && as_positive_real(v[OPT_MAX_TIME_S], "max_time_s", &o->max_time_s, 0) < 0)
+        goto new_option_error;
+    opt = "cache";
     if (v[OPT_CACHE] != NULL) {
         PyObject *c = NULL;
         if (shp_arg_str(v[OPT_CACHE], FN, "cache", 0, &c) < 0)
-            return -1;
+            goto new_option_error;
         o->cache_cold = PyUnicode_CompareWithASCIIString(c, "cold") == 0;
-        if (!o->cache_cold && PyUnicode_CompareWithASCIIString(c, "warm") != 0)
-            return shp_arg_value_error(FN, "cache", "'warm' or 'cold'", c);
+        if (!o->cache_cold && PyUnicode_CompareWithASCIIString(c, "warm") != 0) {
+            shp_arg_value_error(FN, "cache", "'warm' or 'cold'", c);
+            goto new_option_error;
+        }
     }
+    opt = "run_spread";
     o->run_spread = -1.0;
     if (v[OPT_RUN_SPREAD] != NULL && v[OPT_RUN_SPREAD] != Py_None) {
         if (shp_arg_real(v[OPT_RUN_SPREAD], FN, "run_spread", &o->run_spread) < 0)
-            return -1;
-        if (!(o->run_spread >= 0.0 && o->run_spread < 1.0))
-            return shp_arg_value_error(FN, "run_spread", "a number in [0, 1) (0.03 = 3%)",
-                                       v[OPT_RUN_SPREAD]);
+            goto new_option_error;
+        if (!(o->run_spread >= 0.0 && o->run_spread < 1.0)) {
+            shp_arg_value_error(FN, "run_spread", "a number in [0, 1) (0.03 = 3%)",
+                                v[OPT_RUN_SPREAD]);
+            goto new_option_error;
+        }
     }
+    opt = "stream";
     o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
     if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
-        return -1;
+        goto new_option_error;
+    opt = "counters";
     if (v[OPT_COUNTERS] && shp_counters_parse(v[OPT_COUNTERS], &o->counters) < 0)
-        return -1;
+        goto new_option_error;
     o->dev.kind = SHP_DEV_CPU;
     o->dev.ordinal = -1;
     if (o->device != NULL && shp_device_parse(o->device, &o->dev) < 0)
@@ -202,6 +217,13 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     p->nargsf = (size_t)npos | PY_VECTORCALL_ARGUMENTS_OFFSET;
     p->sync.fn = sync_fn ? Py_NewRef(sync_fn) : NULL;
     return 0;
+
+new_option_error:
+    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
+        shp_note_current("%s= is benchmark_callable()'s own option; the released module "
+                         "passed a keyword of that name on to func.  To pass it to func, "
+                         "bind it first: functools.partial(func, %s=...)", opt, opt);
+    return -1;
 }
 
 /* ---- the harness's own floor ---------------------------------------------- */

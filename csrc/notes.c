@@ -9,15 +9,12 @@
 
 #include <stdarg.h>
 
-void
-shp_add_note(PyObject *exc, const char *fmt, ...)
+static void
+add_note_v(PyObject *exc, const char *fmt, va_list va)
 {
     if (exc == NULL)
         return;
-    va_list va;
-    va_start(va, fmt);
     PyObject *note = PyUnicode_FromFormatV(fmt, va);
-    va_end(va);
     if (note == NULL) {
         (void)shp_clear_unless_fatal();
         return;
@@ -52,15 +49,26 @@ shp_add_note(PyObject *exc, const char *fmt, ...)
 }
 
 void
-shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
-                 Py_ssize_t n)
+shp_add_note(PyObject *exc, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    add_note_v(exc, fmt, va);
+    va_end(va);
+}
+
+void
+shp_note_current(const char *fmt, ...)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL)
         PyException_SetTraceback(value, tb);
-    shp_add_note(value, fmt, name, phase, i + 1, n);
+    va_list va;
+    va_start(va, fmt);
+    add_note_v(value, fmt, va);
+    va_end(va);
     if (PyErr_Occurred()) {
         /* Ctrl-C (or SystemExit) while the note was made -- in a name's
          * __repr__, an add_note override: it is the user's, and it goes

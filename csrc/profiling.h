@@ -629,12 +629,11 @@ int shp_device_parse(PyObject *label, shp_device *out);
  * raised by code it runs (a name's __repr__, an add_note override) is left
  * set: the caller lets it through. */
 void shp_add_note(PyObject *exc, const char *fmt, ...);
-/* Note fmt % (name, phase, i + 1, n) on the exception now set, which stays
+/* Note fmt (PyUnicode_FromFormat's) on the exception now set, which stays
  * set (normalised, with its traceback) -- or is replaced by a Ctrl-C /
  * SystemExit that arrived while the note was made (its context then).
  * Never fails. */
-void shp_note_current(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
-                      Py_ssize_t n);
+void shp_note_current(const char *fmt, ...);
 
 /* ---- dropping an exception that does not matter ------------------------ */
 

@@ -150,6 +150,42 @@ def test_benchmark_callable_contract(quiet):
                                    track_ram=False).ram_delta_mb == 0.0
 
 
+# The released benchmark_callable's own options; every other keyword went on to func.
+RELEASED_OPTIONS = {"name", "device", "num_warmup", "num_iters", "track_ram", "track_vram",
+                    "sync_fn"}
+
+
+def test_a_keyword_the_released_module_passed_on_says_how_to_pass_it(quiet):
+    import functools
+    import inspect
+    ours_options = {p.name for p in inspect.signature(ours.benchmark_callable).parameters.values()
+                    if p.kind is p.KEYWORD_ONLY}
+    new = ours_options - RELEASED_OPTIONS
+    assert {"cache", "stream", "counters", "run_spread", "progress", "disable_gc"} <= new
+    # a value meant for func (a KV cache, a config object) in one of the new names: the
+    # harness's error, with a note on the way to pass it on -- and that way works
+    for opt in sorted(new - {"progress", "disable_gc"}):   # flags take any object
+        seen = []
+
+        def model(x, **kw):
+            seen.append(kw)
+            return x
+
+        with pytest.raises((TypeError, ValueError)) as info:
+            ours.benchmark_callable(model, 1, num_warmup=0, num_iters=2, **{opt: {"k": 1}})
+        notes = getattr(info.value, "__notes__", [])
+        assert any(f"functools.partial(func, {opt}=...)" in n and "released" in n
+                   for n in notes), (opt, str(info.value), notes)
+        assert seen == []                                      # func was never called
+        s = ours.benchmark_callable(functools.partial(model, **{opt: {"k": 1}}), 1,
+                                    num_warmup=0, num_iters=2)
+        assert s.timed_iters == 2 and seen == [{opt: {"k": 1}}] * 2
+    # the released module's own options keep their plain errors
+    with pytest.raises(ValueError) as info:
+        ours.benchmark_callable(lambda: None, num_iters=0)
+    assert not getattr(info.value, "__notes__", None)
+
+
 def test_sync_fn_calls_match_the_released_module(rel, quiet):
     for warm, iters in ((2, 4), (0, 3), (7, 13)):
         a, b = [], []
