@@ -42,7 +42,7 @@ SOURCES = [
     "docstrings.c",
     "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
     "fields.c", "fielddoc.c",
-    "flags.c", "cells.c", "table.c",
+    "flags.c", "cells.c", "columns.c", "table.c",
     "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scopeframe.c", "scope.c", "scopetimer.c",
     "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "counters.c", "bench.c",
     "module.c",

@@ -40,6 +40,7 @@
  *  3. rendering -- reads the result structs below, calls none of their functions
  *     flags.c     a result's doubt labels (noisy, busy machine, ...) from its fields
  *     cells.c     one cell's text: latencies, megabytes, a parameter, a verdict
+ *     columns.c   the extra columns (columns=): their names, "auto", their cells
  *     table.c     format_benchmark_table: results as Markdown / HTML
  *  4. Python types -- one type (and its module functions) per file
  *     stats.c     BenchmarkStats
@@ -1336,6 +1337,33 @@ PyObject *shp_cell_param(shp_Stats *s, PyObject *param);
 /* "baseline" for the baseline itself, else "<ratio>x <verdict>" judged as
  * compare_benchmarks judges (known: the run spread given, or < 0). */
 PyObject *shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin);
+
+/* ---- columns.c: the extra columns columns= asks for ---------------------- */
+
+/* The columns beyond the released layout, by the names columns= takes. */
+typedef enum {
+    SHP_COL_RERUN, SHP_COL_FIRST_CALL, SHP_COL_P99, SHP_COL_CI95, SHP_COL_MIN, SHP_COL_MAX, SHP_COL_GPU,
+    SHP_COL_HOST_SHARE, SHP_COL_CACHE, SHP_COL_INSTRUCTIONS, SHP_COL_CYCLES, SHP_N_COLUMNS
+} shp_column_id;
+
+typedef struct {
+    int auto_cols;                /* columns="auto": those some row has a figure for */
+    int n;
+    shp_column_id id[SHP_N_COLUMNS]; /* in the order asked, each once */
+} shp_columns;
+
+/* columns= (None, "auto", one name, or an iterable of names) into *x;
+ * 0, or -1 with TypeError / ValueError naming the choices (or the error of
+ * the user's iterator). */
+int shp_columns_parse(PyObject *v, shp_columns *x);
+/* columns="auto": add the rerun interval, first call, GPU time and host
+ * share, cache state and counts where some row of `items` (a list of
+ * BenchmarkStats) has them.  Runs no Python, never fails. */
+void shp_columns_resolve_auto(shp_columns *x, PyObject *items);
+/* The header of an extra column; a static string. */
+const char *shp_column_header(shp_column_id id);
+/* One extra cell of row `s` ("N/A" where the row has no figure). */
+PyObject *shp_column_cell(shp_Stats *s, shp_column_id id);
 
 /* ---- table.c ------------------------------------------------------------ */
 

@@ -6,7 +6,7 @@
  * reports made before and after switching line up.  Beyond it, without
  * breaking it: a latency that would print as 0.00 keeps two significant
  * digits, a '|' in a name is escaped instead of breaking the row, extra
- * columns come only when asked for (columns=), and what makes a row's
+ * columns come only when asked for (columns=: columns.c), and what makes a row's
  * figures doubtful (flags.c) is a footnote under the table, never a cell.
  * Cells are built once as plain text with a per-column decoration, then
  * rendered as Markdown or HTML.
@@ -19,7 +19,7 @@
 
 typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
 
-#define MAX_COLS 24   /* 7 released + VRAM + param + baseline + 9 extras */
+#define MAX_COLS (10 + SHP_N_COLUMNS)   /* 7 released + VRAM + param + baseline + extras */
 #define FN "format_benchmark_table()"
 
 typedef struct {
@@ -61,159 +61,8 @@ append_obj(PyObject *row, PyObject *s)
     return rc;
 }
 
-/* The columns beyond the released layout, by the names columns= takes. */
-typedef enum {
-    X_RERUN, X_FIRST_CALL, X_P99, X_CI95, X_MIN, X_MAX, X_GPU, X_HOST_SHARE, X_CACHE,
-    X_INSTRUCTIONS, X_CYCLES, N_EXTRA
-} extra_id;
-static const char *const extra_keys[N_EXTRA] = {
-    "rerun", "first_call", "p99", "ci95", "min", "max", "gpu", "host_share", "cache",
-    "instructions", "cycles",
-};
-static const char *const extra_headers[N_EXTRA] = {
-    "Rerun 95% (ms)", "First Call (ms)", "P99 (ms)", "95% CI (ms)", "Min (ms)", "Max (ms)",
-    "GPU Median (ms)", "Host Share", "Cache",
-    "Instructions / call", "Cycles / call",
-};
-#define EXTRA_CHOICES "None, 'auto', or names from rerun, first_call, p99, ci95, min, max, " \
-                      "gpu, host_share, cache, instructions, cycles"
-
-typedef struct {
-    int auto_cols;            /* columns="auto": those some row has a figure for */
-    int n;
-    extra_id id[N_EXTRA];     /* in the order asked, each once */
-} extras;
-
-static PyObject *
-opt_ms(double x)
-{
-    return isnan(x) ? PyUnicode_FromString("N/A") : shp_cell_ms(x);
-}
-
-/* "<lo> to <hi>", or "N/A" when either end is None. */
-static PyObject *
-range_cell(double low, double high)
-{
-    if (isnan(low) || isnan(high))
-        return PyUnicode_FromString("N/A");
-    PyObject *lo = shp_cell_ms(low), *hi = lo ? shp_cell_ms(high) : NULL;
-    PyObject *r = hi ? PyUnicode_FromFormat("%U to %U", lo, hi) : NULL;
-    Py_XDECREF(lo);
-    Py_XDECREF(hi);
-    return r;
-}
-
-static PyObject *
-extra_cell(shp_Stats *s, extra_id id)
-{
-    switch (id) {
-    case X_RERUN: return range_cell(s->rerun_low_ms, s->rerun_high_ms);
-    case X_FIRST_CALL: return opt_ms(s->first_call_ms);
-    case X_P99: return opt_ms(s->p99_ms);
-    case X_CI95: return range_cell(s->ci95_low_ms, s->ci95_high_ms);
-    case X_MIN: return shp_cell_ms(s->min_ms);
-    case X_MAX: return shp_cell_ms(s->max_ms);
-    case X_GPU: return opt_ms(s->gpu_median_ms);
-    case X_HOST_SHARE:
-        return isnan(s->host_share) ? PyUnicode_FromString("N/A")
-                                    : shp_cell_num("", s->host_share * 100.0, 0, "%");
-    case X_CACHE:
-        return s->cache != NULL ? Py_NewRef(s->cache) : PyUnicode_FromString("N/A");
-    case X_INSTRUCTIONS: return shp_cell_count(s->instructions_per_call);
-    case X_CYCLES: return shp_cell_count(s->cycles_per_call);
-    default:
-        break;
-    }
-    PyErr_SetString(PyExc_SystemError, "unknown table column");
-    return NULL;
-}
-
-static void
-add_extra(extras *x, extra_id id)
-{
-    for (int i = 0; i < x->n; i++)
-        if (x->id[i] == id)
-            return;
-    x->id[x->n++] = id;
-}
-
-/* One name of columns= into x; 0 / -1 (ValueError naming the choices). */
 static int
-add_named(extras *x, PyObject *name)
-{
-    for (int k = 0; PyUnicode_Check(name) && k < N_EXTRA; k++)
-        if (PyUnicode_CompareWithASCIIString(name, extra_keys[k]) == 0) {
-            add_extra(x, (extra_id)k);
-            return 0;
-        }
-    return shp_arg_value_error(FN, "columns", EXTRA_CHOICES, name);
-}
-
-/* columns= : None, "auto", one name, or an iterable of names.  0 / -1. */
-static int
-parse_columns(PyObject *v, extras *x)
-{
-    memset(x, 0, sizeof(*x));
-    if (v == NULL || v == Py_None)
-        return 0;
-    if (PyUnicode_Check(v)) {
-        if (PyUnicode_CompareWithASCIIString(v, "auto") == 0) {
-            x->auto_cols = 1;
-            return 0;
-        }
-        return add_named(x, v);
-    }
-    PyObject *it = PyObject_GetIter(v), *item;
-    if (it == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            shp_arg_type_error(FN, "columns", EXTRA_CHOICES, v);
-        }
-        return -1;
-    }
-    while ((item = PyIter_Next(it)) != NULL) {
-        int rc = add_named(x, item);
-        Py_DECREF(item);
-        if (rc < 0)
-            break;
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
-}
-
-/* columns="auto": the rerun interval, first call, GPU time, cache state and
- * counts where some row has them. */
-static void
-resolve_auto(extras *x, PyObject *items)
-{
-    int rerun = 0, first = 0, gpu = 0, cold = 0, instr = 0, cycles = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        rerun |= !isnan(s->rerun_low_ms) && !isnan(s->rerun_high_ms);
-        first |= !isnan(s->first_call_ms);
-        gpu |= !isnan(s->gpu_median_ms);
-        cold |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;
-        instr |= !isnan(s->instructions_per_call);
-        cycles |= !isnan(s->cycles_per_call);
-    }
-    if (rerun)
-        add_extra(x, X_RERUN);
-    if (first)
-        add_extra(x, X_FIRST_CALL);
-    if (gpu) {
-        add_extra(x, X_GPU);
-        add_extra(x, X_HOST_SHARE);
-    }
-    if (cold)
-        add_extra(x, X_CACHE);
-    if (instr)
-        add_extra(x, X_INSTRUCTIONS);
-    if (cycles)
-        add_extra(x, X_CYCLES);
-}
-
-static int
-build_row(grid *g, shp_Stats *s, int vram, const extras *x, PyObject *param, shp_Stats *base,
+build_row(grid *g, shp_Stats *s, int vram, const shp_columns *x, PyObject *param, shp_Stats *base,
           double known, double margin)
 {
     PyObject *row = PyList_New(0);
@@ -236,7 +85,7 @@ build_row(grid *g, shp_Stats *s, int vram, const extras *x, PyObject *param, shp
                                     : PyUnicode_FromString("N/A")) < 0)
         goto error;
     for (int i = 0; i < x->n; i++)
-        if (append_obj(row, extra_cell(s, x->id[i])) < 0)
+        if (append_obj(row, shp_column_cell(s, x->id[i])) < 0)
             goto error;
     if (base != NULL && append_obj(row, shp_cell_baseline(s, base, known, margin)) < 0)
         goto error;
@@ -401,11 +250,11 @@ done:
 /* Render `items` (a list of BenchmarkStats, already checked). */
 static PyObject *
 format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baseline,
-             double known, double margin, PyObject *param, const extras *asked, int html)
+             double known, double margin, PyObject *param, const shp_columns *asked, int html)
 {
     grid g;
     memset(&g, 0, sizeof(g));
-    extras x = *asked;
+    shp_columns x = *asked;
     int vram = 0;
     Py_ssize_t n = PyList_GET_SIZE(items);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -413,7 +262,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
         vram |= s->device != NULL && shp_cell_is_cuda(s->device);
     }
     if (x.auto_cols)
-        resolve_auto(&x, items);
+        shp_columns_resolve_auto(&x, items);
     PyObject *tput = PyUnicode_FromFormat("Throughput (%U)", unit), *note = NULL, *res = NULL;
     PyObject *labels = NULL;
     if (tput == NULL)
@@ -430,7 +279,7 @@ format_table(PyObject *items, PyObject *title, PyObject *unit, PyObject *baselin
     if (vram)
         add_col(&g, "Peak VRAM Delta", NULL, DEC_PLAIN);
     for (int i = 0; i < x.n; i++)
-        add_col(&g, extra_headers[x.id[i]], NULL, DEC_PLAIN);
+        add_col(&g, shp_column_header(x.id[i]), NULL, DEC_PLAIN);
     if (baseline != NULL)
         add_col(&g, "vs Baseline", NULL, DEC_PLAIN);
     g.rows = PyList_New(0);
@@ -525,7 +374,7 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
     static const shp_argspec spec = {"format_benchmark_table", names, 9, 3, 1, 0};
     shp_state *st = PyModule_GetState(module);
     PyObject *v[9];
-    extras x;
+    shp_columns x;
     double known = -1.0, margin = SHP_DEFAULT_MARGIN;
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
         return NULL;
@@ -557,7 +406,7 @@ shp_format_benchmark_table(PyObject *module, PyObject *const *args, Py_ssize_t n
             return shp_arg_value_error(FN, "margin", "a number in [0, 1) (0.05 = 5%)", v[7]),
                    NULL;
     }
-    if (parse_columns(v[8], &x) < 0)
+    if (shp_columns_parse(v[8], &x) < 0)
         return NULL;
     int html = 0;
     if (v[5] != NULL) {
@@ -599,7 +448,7 @@ static PyObject *
 one_row(PyObject *stats, int html)
 {
     PyObject *items = list_of_one(stats), *unit = PyUnicode_FromString("FPS"), *res = NULL;
-    extras x = {1, 0, {0}};
+    shp_columns x = {1, 0, {0}};
     if (items != NULL && unit != NULL)
         res = format_table(items, NULL, unit, NULL, -1.0, SHP_DEFAULT_MARGIN, NULL, &x, html);
     Py_XDECREF(items);
