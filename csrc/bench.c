@@ -136,7 +136,11 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         return -1;
     if (v[OPT_SYNC_FN] && shp_arg_callable(v[OPT_SYNC_FN], FN, "sync_fn", 1, &sync_fn) < 0)
         return -1;
-    /* the options the released module did not have: code written for it passed
+    o->dev.kind = SHP_DEV_CPU;
+    o->dev.ordinal = -1;
+    if (o->device != NULL && shp_device_parse(o->device, &o->dev) < 0)
+        return -1;
+    /* the options spatialhub 0.1.7 did not have: code written for it passed
      * keywords of these names on to func, so their errors say how to do that */
     const char *opt = "disable_gc";
     if (v[OPT_DISABLE_GC] && shp_arg_flag(v[OPT_DISABLE_GC], &o->disable_gc) < 0)
@@ -178,13 +182,14 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
     if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
         goto new_option_error;
+    if (o->has_stream && (o->dev.kind != SHP_DEV_CUDA || sync_fn != NULL)) {
+        PyErr_SetString(PyExc_ValueError, FN ": stream= needs a CUDA device "
+                                          "(device='cuda...') synced by the harness");
+        goto new_option_error;
+    }
     opt = "counters";
     if (v[OPT_COUNTERS] && shp_counters_parse(v[OPT_COUNTERS], &o->counters) < 0)
         goto new_option_error;
-    o->dev.kind = SHP_DEV_CPU;
-    o->dev.ordinal = -1;
-    if (o->device != NULL && shp_device_parse(o->device, &o->dev) < 0)
-        return -1;
 
     /* the call: positional user arguments, then keyword values */
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nuserkw = 0;
@@ -220,9 +225,9 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 
 new_option_error:
     if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
-        shp_note_current("%s= is benchmark_callable()'s own option; the released module "
-                         "passed a keyword of that name on to func.  To pass it to func, "
-                         "bind it first: functools.partial(func, %s=...)", opt, opt);
+        shp_note_current("if %s= was meant for func (spatialhub 0.1.7 passed keywords it "
+                         "did not know on to func), bind it to func first: "
+                         "functools.partial(func, %s=...)", opt, opt);
     return -1;
 }
 

@@ -200,7 +200,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (p->cold && evict_caches(p) < 0)
             return -1;
         if (shp_sync_call(&p->sync, NULL) < 0) {
-            shp_note_current(sync_note, name, "before timed", i + 1, min_iters);
+            shp_note_iteration(sync_note, name, "before timed", i, min_iters);
             return -1;
         }
         if (events && start_event(&p->sync) < 0)
@@ -209,7 +209,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         /* the call and the release of its result, in a function of its own:
          * what callgrind counts in the --instructions modes (callgrind.c) */
         if (shp_counted_call(p->func, p->argv + 1, p->nargsf, p->kwnames) < 0) {
-            shp_note_current(func_note, name, phase_names[PHASE_TIMED], i + 1, min_iters);
+            shp_note_iteration(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
             return -1;
         }
         /* with events, also when the host was done: what follows until t1 is
@@ -223,7 +223,7 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         if (events)
             p->sync.recording = 0;
         if (sync_rc < 0) {
-            shp_note_current(sync_note, name, "after timed", i + 1, min_iters);
+            shp_note_iteration(sync_note, name, "after timed", i, min_iters);
             return -1;
         }
         /* ---- outside the timed region ---- */
@@ -254,18 +254,18 @@ shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_ru
          * num_warmup + 2 * num_iters times, as the released module's own
          * test counts (methodology.md). */
         if (i == 0 && p->sync.kind == SHP_SYNC_NATIVE && shp_sync_call(&p->sync, NULL) < 0) {
-            shp_note_current(sync_note, name, "before warm-up", i + 1, n);
+            shp_note_iteration(sync_note, name, "before warm-up", i, n);
             return -1;
         }
         t0 = shp_now_ns();
         PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
         if (r == NULL) {
-            shp_note_current(func_note, name, phase_names[PHASE_WARMUP], i + 1, n);
+            shp_note_iteration(func_note, name, phase_names[PHASE_WARMUP], i, n);
             return -1;
         }
         Py_DECREF(r);
         if (shp_sync_call(&p->sync, &t1) < 0) {
-            shp_note_current(sync_note, name, "after warm-up", i + 1, n);
+            shp_note_iteration(sync_note, name, "after warm-up", i, n);
             return -1;
         }
         if (run->warm != NULL)

@@ -86,3 +86,10 @@ shp_note_current(const char *fmt, ...)
     }
     PyErr_Restore(type, value, tb);
 }
+
+void
+shp_note_iteration(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
+                   Py_ssize_t n)
+{
+    shp_note_current(fmt, name, phase, i + 1, n);
+}

@@ -635,6 +635,10 @@ void shp_add_note(PyObject *exc, const char *fmt, ...);
  * SystemExit that arrived while the note was made (its context then).
  * Never fails. */
 void shp_note_current(const char *fmt, ...);
+/* shp_note_current(fmt, name, phase, i + 1, n), typed: fmt takes %R, %s,
+ * %zd, %zd ("benchmark 'f': raised by func in timed iteration 3 of 50"). */
+void shp_note_iteration(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
+                        Py_ssize_t n);
 
 /* ---- dropping an exception that does not matter ------------------------ */
 

@@ -13,6 +13,7 @@
  */
 #include "profiling.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
@@ -98,9 +99,12 @@ error:
     return -1;
 }
 
+/* The columns are bounded by construction -- name, param, device, the five
+ * released figures, VRAM, each extra at most once, baseline: MAX_COLS. */
 static void
 add_col(grid *g, const char *h, PyObject *hobj, decoration d)
 {
+    assert(g->ncols < MAX_COLS);
     g->header[g->ncols] = h;
     g->header_obj[g->ncols] = hobj;
     g->dec[g->ncols] = d;

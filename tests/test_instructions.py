@@ -260,9 +260,9 @@ SCRIPT = """
     def loop(n):
         # allocates nothing on any version: `not` returns the True/False singletons.
         # A loop that allocates an object a step reads the allocator's state
-        # (docs/guide.md, "What a count misses"): `s ^= 1` on small ints does on 3.10
-        # (long_bitwise builds a new int before it hands back the cached one), and
-        # there read 0.8% fewer instructions on its first benchmark than on its second
+        # (docs/guide.md, "What a count misses"): `s ^= 1` on small ints does before
+        # 3.11 (long_bitwise builds a new int before it hands back the cached one), and
+        # on 3.10 read 0.8% fewer instructions on its first benchmark than on its second
         s = False
         for _ in repeat(None, n):
             s = not s

@@ -5,6 +5,7 @@ options and fixture belong to a session).  `-p no:benchmark` keeps pytest-benchm
 where it is installed too (who owns the fixture is tested on its own below)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -49,8 +50,19 @@ def test_benchmark_call_returns_the_result_and_passes_args_and_kwargs(tmp_path):
             assert benchmark.stats.stats.rounds >= 5
             assert benchmark.stats["median"] > 0
             assert benchmark.stats.native.p99_ms >= benchmark.stats.native.median_ms
+
+        import inspect, pytest
+        from spatialhub.utils.profiling import benchmark_callable
+        OPTIONS = [p.name for p in inspect.signature(benchmark_callable).parameters.values()
+                   if p.kind is p.KEYWORD_ONLY]
+
+        @pytest.mark.parametrize("kw", OPTIONS)
+        def test_every_option_name_reaches_f(benchmark, kw):
+            # pytest-benchmark passes every keyword on: so do we, whatever the name
+            assert benchmark(lambda **k: k, **{kw: {"v": 1}}) == {kw: {"v": 1}}
     """, *FAST)
     assert rc == 0, out
+    assert re.search(r"\b1[5-9] passed", out), out     # 1 + benchmark_callable's options
 
 
 def test_fixture_can_only_be_used_once(tmp_path):

@@ -155,6 +155,10 @@ RELEASED_OPTIONS = {"name", "device", "num_warmup", "num_iters", "track_ram", "t
                     "sync_fn"}
 
 
+def _note(exc):
+    return " ".join(getattr(exc, "__notes__", []))
+
+
 def test_a_keyword_the_released_module_passed_on_says_how_to_pass_it(quiet):
     import functools
     import inspect
@@ -173,17 +177,37 @@ def test_a_keyword_the_released_module_passed_on_says_how_to_pass_it(quiet):
 
         with pytest.raises((TypeError, ValueError)) as info:
             ours.benchmark_callable(model, 1, num_warmup=0, num_iters=2, **{opt: {"k": 1}})
-        notes = getattr(info.value, "__notes__", [])
-        assert any(f"functools.partial(func, {opt}=...)" in n and "released" in n
-                   for n in notes), (opt, str(info.value), notes)
+        assert f"if {opt}= was meant for func" in _note(info.value), (opt, str(info.value))
+        assert f"functools.partial(func, {opt}=...)" in _note(info.value)
         assert seen == []                                      # func was never called
         s = ours.benchmark_callable(functools.partial(model, **{opt: {"k": 1}}), 1,
                                     num_warmup=0, num_iters=2)
         assert s.timed_iters == 2 and seen == [{opt: {"k": 1}}] * 2
-    # the released module's own options keep their plain errors
-    with pytest.raises(ValueError) as info:
-        ours.benchmark_callable(lambda: None, num_iters=0)
-    assert not getattr(info.value, "__notes__", None)
+    # values of the right type that the option refuses: a ValueError, the same note
+    for bad in (dict(cache="fp16"), dict(run_spread=2), dict(counters="cache-misses"),
+                dict(target_rel_ci=5), dict(max_time_s=0),
+                dict(stream=7),                            # a stream handle on a CPU run
+                dict(stream=7, device="cuda", sync_fn=lambda: None)):
+        with pytest.raises(ValueError) as info:
+            ours.benchmark_callable(lambda **kw: None, num_warmup=0, num_iters=2, **bad)
+        opt = next(k for k in bad if k in new)
+        assert f"functools.partial(func, {opt}=...)" in _note(info.value), (bad, info.value)
+
+
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(num_iters=0), ValueError, "num_iters must be a positive integer, got 0"),
+    (dict(num_warmup=-1), ValueError, "num_warmup"),
+    (dict(name=3), TypeError, "name"),
+    (dict(device="cuda:x"), ValueError, "cuda:x"),
+    (dict(sync_fn=3), TypeError, "sync_fn"),
+])
+def test_the_released_options_errors_win_and_carry_no_note(kw, exc, message):
+    # alone, and beside an invalid new option: the released option's own error, no note
+    for extra in ({}, dict(cache={"k": 1}), dict(counters="nope"), dict(stream=7)):
+        with pytest.raises(exc, match=re.escape(message)) as info:
+            ours.benchmark_callable(lambda **k: None, **{"num_warmup": 0, "num_iters": 2, **kw},
+                                    **extra)
+        assert not getattr(info.value, "__notes__", None), (kw, extra, info.value)
 
 
 def test_sync_fn_calls_match_the_released_module(rel, quiet):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import math
 import re
 import statistics
@@ -37,12 +38,12 @@ from .options import MARKER_OPTIONS, TIMER_DEFAULT, load_timer, timer_name  # no
 
 __all__ = ["BenchmarkFixture", "FixtureAlreadyUsed", "BenchmarkMetadata", "RoundStats"]
 
-# benchmark_callable's own keyword names: a func keyword argument with one of these
-# names has to be bound with functools.partial instead of passed through.
-_HARNESS_KEYWORDS = frozenset((
-    "name", "device", "num_warmup", "num_iters", "track_ram", "track_vram", "sync_fn",
-    "target_rel_ci", "max_time_s", "disable_gc", "progress", "cache", "stream", "counters",
-))
+# benchmark_callable's own keyword names, read from its signature (a list kept by hand
+# here once missed a new option): pytest-benchmark passes every keyword on to func, so
+# a func keyword argument with one of these names is bound with functools.partial first.
+_HARNESS_KEYWORDS = frozenset(
+    p.name for p in inspect.signature(benchmark_callable).parameters.values()
+    if p.kind is p.KEYWORD_ONLY)
 # a loop of calls never grows past this many iterations per round (a timer that does
 # not move would otherwise keep the calibration multiplying by 10)
 MAX_LOOPS = 10 ** 9
