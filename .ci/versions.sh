@@ -7,11 +7,16 @@
 # pytest, hypothesis, the Markdown renderers.  Tests of the heavy extras (torch,
 # onnxruntime, matplotlib, Jupyter) skip themselves there.
 #
-#   bash .ci/versions.sh [VERSION[:NUMPY_SPEC] ...]
+#   bash .ci/versions.sh [VERSION[:NUMPY_SPEC][@core] ...]
 #
-# Default: 3.9:numpy==1.21.6 3.10 3.12 3.13 -- the oldest Python with the
-# oldest NumPy the package declares (numpy>=1.21; the build targets the 1.21
-# API), then each newer Python with its newest NumPy.
+# Default: 3.9:numpy==1.21.6 3.10@core 3.12@core 3.13 -- the oldest Python
+# with the oldest NumPy the package declares (numpy>=1.21; the build targets
+# the 1.21 API), then each newer Python with its newest NumPy.  The ends of
+# the range run the whole suite; @core runs the strict build and the test
+# files that meet what differs between interpreters (CORE_TESTS below:
+# frames, signals and finalizers, the collector, signatures, subinterpreters,
+# the eval loop's instruction counts, the drop-in contract), in a third of
+# the time: CI's time limit is shared with the sanitizer run.
 #
 # Interpreters are looked up as pythonX.Y on PATH, then in pyenv's versions
 # folder (PYENV_ROOT, default ~/.pyenv).  A version that is not on the machine
@@ -21,7 +26,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(3.9:numpy==1.21.6 3.10 3.12 3.13)
+[ ${#versions[@]} -gt 0 ] || versions=(3.9:numpy==1.21.6 3.10@core 3.12@core 3.13)
+CORE_TESTS=(test_bench.py test_scope_api.py test_scope_concurrency.py
+            test_reliability_scope_review.py test_warnings.py test_reliability_round2.py
+            test_reliability_finalizers.py test_reliability_concurrency.py
+            test_help_and_types.py test_instructions.py test_released_module.py)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 
 find_python() {
@@ -45,15 +54,20 @@ mkdir -p "$work/venvs"
 
 failed=() ran=() skipped=()
 for spec in "${versions[@]}"; do
-    v=${spec%%:*}
+    tests=("$work/tests")
+    if [ "${spec%@core}" != "$spec" ]; then
+        tests=("${CORE_TESTS[@]/#/$work/tests/}")
+    fi
+    vspec=${spec%@core}
+    v=${vspec%%:*}
     numpy_spec=numpy
-    [ "$spec" = "$v" ] || numpy_spec=${spec#*:}
+    [ "$vspec" = "$v" ] || numpy_spec=${vspec#*:}
     if ! py=$(find_python "$v"); then
         echo "== versions: no CPython $v on this machine: skipped"
         skipped+=("$v")
         continue
     fi
-    echo "== versions: CPython $v ($py), $numpy_spec"
+    echo "== versions: CPython $v ($py), $numpy_spec, $([ ${#tests[@]} = 1 ] && echo "the whole suite" || echo "${#tests[@]} core test files")"
     t0=$(date +%s)
     venv="$work/venvs/$v"
     ok=1
@@ -66,7 +80,7 @@ for spec in "${versions[@]}"; do
         'numpy', numpy.__version__)" || ok=0
     # from outside the tree, so `import spatialhub` is the installed build
     [ $ok = 1 ] && (cd "$work/venvs" && "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-        "$work/tests") || ok=0
+        --durations=5 "${tests[@]}") || ok=0
     echo "== versions: $spec: $([ $ok = 1 ] && echo passed || echo FAILED) ($(( $(date +%s) - t0 ))s)"
     if [ $ok = 1 ]; then ran+=("$spec"); else failed+=("$spec"); fi
 done
