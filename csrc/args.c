@@ -364,3 +364,45 @@ done:
     Py_DECREF(h);
     return rc;
 }
+
+/* One name of shp_arg_names: its index in names[], or -1 with the error. */
+static int
+name_index(PyObject *name, const char *owner, const char *param, const char *choices,
+           const char *const *names, int n)
+{
+    if (!PyUnicode_Check(name))
+        return shp_arg_type_error(owner, param, choices, name);
+    for (int i = 0; i < n; i++)
+        if (PyUnicode_CompareWithASCIIString(name, names[i]) == 0)
+            return i;
+    return shp_arg_value_error(owner, param, choices, name);
+}
+
+int
+shp_arg_names(PyObject *v, const char *owner, const char *param, const char *choices,
+              const char *const *names, int n, void (*pick)(void *ctx, int index), void *ctx)
+{
+    if (PyUnicode_Check(v)) {
+        int i = name_index(v, owner, param, choices, names, n);
+        if (i >= 0)
+            pick(ctx, i);
+        return i < 0 ? -1 : 0;
+    }
+    PyObject *it = PyObject_GetIter(v), *item;
+    if (it == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            shp_arg_type_error(owner, param, choices, v);
+        }
+        return -1;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        int i = name_index(item, owner, param, choices, names, n);
+        Py_DECREF(item);
+        if (i < 0)
+            break;
+        pick(ctx, i);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}

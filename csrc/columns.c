@@ -80,16 +80,10 @@ add_column(shp_columns *x, shp_column_id id)
     x->id[x->n++] = id;
 }
 
-/* One name of columns= into x; 0 / -1 (ValueError naming the choices). */
-static int
-add_named(shp_columns *x, PyObject *name)
+static void
+pick_column(void *x, int i)
 {
-    for (int k = 0; PyUnicode_Check(name) && k < SHP_N_COLUMNS; k++)
-        if (PyUnicode_CompareWithASCIIString(name, column_keys[k]) == 0) {
-            add_column(x, (shp_column_id)k);
-            return 0;
-        }
-    return shp_arg_value_error(FN, "columns", EXTRA_CHOICES, name);
+    add_column((shp_columns *)x, (shp_column_id)i);
 }
 
 int
@@ -98,29 +92,12 @@ shp_columns_parse(PyObject *v, shp_columns *x)
     memset(x, 0, sizeof(*x));
     if (v == NULL || v == Py_None)
         return 0;
-    if (PyUnicode_Check(v)) {
-        if (PyUnicode_CompareWithASCIIString(v, "auto") == 0) {
-            x->auto_cols = 1;
-            return 0;
-        }
-        return add_named(x, v);
+    if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "auto") == 0) {
+        x->auto_cols = 1;
+        return 0;
     }
-    PyObject *it = PyObject_GetIter(v), *item;
-    if (it == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            shp_arg_type_error(FN, "columns", EXTRA_CHOICES, v);
-        }
-        return -1;
-    }
-    while ((item = PyIter_Next(it)) != NULL) {
-        int rc = add_named(x, item);
-        Py_DECREF(item);
-        if (rc < 0)
-            break;
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
+    return shp_arg_names(v, FN, "columns", EXTRA_CHOICES, column_keys, SHP_N_COLUMNS,
+                         pick_column, x);
 }
 
 void

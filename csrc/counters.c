@@ -28,18 +28,10 @@
 static const char *const names[SHP_N_COUNTERS] = {"instructions", "cycles"};
 #define CHOICES "None, or names from 'instructions', 'cycles'"
 
-/* One name of counters= into *want; 0 / -1 (ValueError naming the choices). */
-static int
-add_name(PyObject *name, unsigned *want)
+static void
+pick_counter(void *want, int i)
 {
-    for (int i = 0; PyUnicode_Check(name) && i < SHP_N_COUNTERS; i++)
-        if (PyUnicode_CompareWithASCIIString(name, names[i]) == 0) {
-            *want |= 1u << i;
-            return 0;
-        }
-    if (!PyUnicode_Check(name))
-        return shp_arg_type_error("benchmark_callable()", "counters", CHOICES, name);
-    return shp_arg_value_error("benchmark_callable()", "counters", CHOICES, name);
+    *(unsigned *)want |= 1u << i;
 }
 
 int
@@ -48,24 +40,8 @@ shp_counters_parse(PyObject *v, unsigned *want)
     *want = 0;
     if (v == NULL || v == Py_None)
         return 0;
-    if (PyUnicode_Check(v))
-        return add_name(v, want);
-    PyObject *it = PyObject_GetIter(v), *item;
-    if (it == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            shp_arg_type_error("benchmark_callable()", "counters", CHOICES, v);
-        }
-        return -1;
-    }
-    while ((item = PyIter_Next(it)) != NULL) {
-        int rc = add_name(item, want);
-        Py_DECREF(item);
-        if (rc < 0)
-            break;
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
+    return shp_arg_names(v, "benchmark_callable()", "counters", CHOICES, names, SHP_N_COUNTERS,
+                         pick_counter, want);
 }
 
 void

@@ -543,6 +543,12 @@ typedef enum { SHP_MEM_OFF = 0, SHP_MEM_RSS = 1, SHP_MEM_PEAK = 2 } shp_mem_mode
  * (True: SHP_MEM_RSS); any other str is a ValueError naming the choices.
  * 0 / -1. */
 int shp_arg_memory(PyObject *v, const char *owner, const char *param, int *out);
+/* v as one name or an iterable of names, each one of names[0..n): pick(ctx,
+ * its index) for each, in order.  0, or -1 with TypeError (v neither a str
+ * nor an iterable, or an item not a str) or ValueError (a name not among
+ * names), both saying `choices` -- or the error of the user's iterator. */
+int shp_arg_names(PyObject *v, const char *owner, const char *param, const char *choices,
+                  const char *const *names, int n, void (*pick)(void *ctx, int index), void *ctx);
 /* The mode as users pass it: False, True or 'peak'.  New reference. */
 PyObject *shp_memory_mode_obj(int mode);
 /* A str (or None when none_ok: *out = NULL); *out borrowed; 0 / -1. */
