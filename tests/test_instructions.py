@@ -20,7 +20,8 @@ import pytest
 
 import spatialhub.utils.profiling as prof
 from spatialhub.utils.profiling import _native, benchmark_callable, format_benchmark_table
-from spatialhub.utils.profiling.instructions import NOISE, callgrind_command, judge_counts
+from spatialhub.utils.profiling.instructions import (DIR_ENV, NOISE, callgrind_command,
+                                                    judge_counts, rerun_env)
 
 HAVE_VALGRIND = shutil.which("valgrind") is not None
 NO_VALGRIND = ("valgrind is not installed (the instruction gate runs the benchmark under "
@@ -185,6 +186,15 @@ def cli(*args, env=None, cwd=None):
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "spatialhub.utils.profiling", *map(str, args)],
                           capture_output=True, text=True, env=e, cwd=cwd, timeout=300)
+
+
+def test_the_rerun_environment_repeats_and_keeps_what_the_user_set():
+    # one hash seed and one thread per pool, unless the user chose; the dump folder always
+    env = rerun_env("/tmp/dumps", base={"PATH": "/bin", DIR_ENV: "/elsewhere"})
+    assert env["PYTHONHASHSEED"] == "0" and env["OMP_NUM_THREADS"] == "1"
+    assert env[DIR_ENV] == "/tmp/dumps" and env["PATH"] == "/bin"
+    mine = rerun_env("/tmp/dumps", base={"PYTHONHASHSEED": "random", "OMP_NUM_THREADS": "4"})
+    assert mine["PYTHONHASHSEED"] == "random" and mine["OMP_NUM_THREADS"] == "4"
 
 
 def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):

@@ -53,6 +53,26 @@ DIR_ENV = "SPATIALHUB_CALLGRIND_DIR"
 #: callgrind counts the calling thread only, and runs threads one at a time anyway.
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+#: The re-run's environment beside them (when the user has not set these): one hash
+#: seed, so that a command run twice allocates alike and its objects land at the same
+#: addresses.  A context variable's hash comes from its address, and a lookup of one
+#: that is not set (NumPy's memory handler, on every array) walks the context's HAMT
+#: by those hashes: under pytest, where decimal's context variable is set, NumPy's
+#: count moved by up to 0.5% between runs of identical code with random seeds, and
+#: not at all with one seed (docs/guide.md, "What a count misses").
+FIXED = {"PYTHONHASHSEED": "0"}
+
+
+def rerun_env(folder, base=None):
+    """The environment of the counted re-run: ``base`` (default: this process's) with
+    the dump folder, one thread per pool and the fixed hash seed, where not set."""
+    env = dict(os.environ if base is None else base)
+    env[DIR_ENV] = folder
+    for var in ONE_THREAD:
+        env.setdefault(var, "1")
+    for var, value in FIXED.items():
+        env.setdefault(var, value)
+    return env
 
 _COUNTED = "shp_counted_call"
 _ZERO = "shp_cg_zero_point"
@@ -104,10 +124,7 @@ def rerun(argv, label, cwd=None):
     shown only when valgrind itself reports trouble."""
     valgrind = find_valgrind()
     folder = tempfile.mkdtemp(prefix="spatialhub-callgrind-")
-    env = dict(os.environ)
-    env[DIR_ENV] = folder
-    for var in ONE_THREAD:
-        env.setdefault(var, "1")
+    env = rerun_env(folder)
     cmd = callgrind_command([sys.executable, *argv], folder, valgrind)
     print(f"{label}: counting instructions: running again under valgrind's callgrind "
           f"(~50x slower than native; the calling thread only)", file=sys.stderr, flush=True)
