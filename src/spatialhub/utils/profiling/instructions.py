@@ -44,8 +44,9 @@ WARMUP = 10
 ITERATIONS = 5
 #: A change of the count below this reads "same" when no threshold is given.
 MARGIN = 0.01
-#: How far separate runs of identical code may read apart (hash randomisation, address
-#: layout): a change under this is never called one, whatever threshold is asked for.
+#: How far separate runs of identical code may read apart (address layout: a different
+#: command line moves addresses; FIXED holds the hash seed): a change under this is never
+#: called one, whatever threshold is asked for.
 NOISE = 0.002
 #: The folder callgrind writes its dumps to; set for the re-run command only.
 DIR_ENV = "SPATIALHUB_CALLGRIND_DIR"
