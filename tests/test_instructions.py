@@ -197,6 +197,27 @@ def test_the_rerun_environment_repeats_and_keeps_what_the_user_set():
     assert mine["PYTHONHASHSEED"] == "random" and mine["OMP_NUM_THREADS"] == "4"
 
 
+def test_the_rerun_gives_the_child_that_environment(monkeypatch, capsys):
+    import spatialhub.utils.profiling.instructions as ins
+    seen = {}
+
+    class Done:
+        returncode = 0
+
+    def fake_run(cmd, env, cwd):
+        seen.update(cmd=cmd, env=env)
+        return Done()
+
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    monkeypatch.setattr(ins, "find_valgrind", lambda: "valgrind")
+    monkeypatch.setattr(ins.subprocess, "run", fake_run)
+    assert ins.rerun(["-c", "pass"], "test") == 0
+    assert seen["cmd"][0] == "valgrind" and "--tool=callgrind" in seen["cmd"]
+    assert seen["env"]["PYTHONHASHSEED"] == "0" and seen["env"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert os.path.basename(seen["env"][DIR_ENV]).startswith("spatialhub-callgrind-")
+    assert not os.path.exists(seen["env"][DIR_ENV])          # the dump folder is removed
+
+
 def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):
     p = cli("--instructions", env={"PATH": str(tmp_path)})   # no valgrind on this PATH
     assert p.returncode == 1, p.stderr

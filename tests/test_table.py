@@ -173,6 +173,17 @@ def test_extra_columns_only_when_asked_for(make_stats):
         format_benchmark_table(plain, columns=["p99", "p98"])
     with pytest.raises(TypeError, match="columns"):
         format_benchmark_table(plain, columns=3)
+    with pytest.raises(TypeError, match="columns must be .* not int"):   # an item, not a name
+        format_benchmark_table(plain, columns=["p99", 3])
+
+    class Boom(Exception):
+        pass
+
+    def names():
+        yield "p99"
+        raise Boom("from the user's generator")
+    with pytest.raises(Boom, match="user's generator"):                   # unchanged
+        format_benchmark_table(plain, columns=names())
 
 
 def test_flags_are_a_footnote_never_a_cell(make_stats):

@@ -55,12 +55,12 @@ DIR_ENV = "SPATIALHUB_CALLGRIND_DIR"
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 #: The re-run's environment beside them (when the user has not set these): one hash
-#: seed, so that a command run twice allocates alike and its objects land at the same
-#: addresses.  A context variable's hash comes from its address, and a lookup of one
-#: that is not set (NumPy's memory handler, on every array) walks the context's HAMT
-#: by those hashes: under pytest, where decimal's context variable is set, NumPy's
-#: count moved by up to 0.5% between runs of identical code with random seeds, and
-#: not at all with one seed (docs/guide.md, "What a count misses").
+#: seed.  A context variable's hash is its address's XOR its name's str hash, random per
+#: process unless the seed is fixed, and a lookup of one that is not set (NumPy's memory
+#: handler, on every array) walks the context's HAMT by those hashes: under pytest, where
+#: decimal's context variable is set, NumPy's count moved by up to 0.5% between runs of
+#: identical code with random seeds, and not at all with one seed (docs/guide.md, "What
+#: a count misses").  The same command then also allocates alike, run after run.
 FIXED = {"PYTHONHASHSEED": "0"}
 
 
@@ -74,6 +74,7 @@ def rerun_env(folder, base=None):
     for var, value in FIXED.items():
         env.setdefault(var, value)
     return env
+
 
 _COUNTED = "shp_counted_call"
 _ZERO = "shp_cg_zero_point"
