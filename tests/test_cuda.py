@@ -60,8 +60,9 @@ def test_cuda_device_times_the_gpu_work_not_the_dispatch(fake_cuda_lib):
         print(json.dumps([cuda.median_ms, cuda.min_ms, cpu.median_ms]))
     """)
     cuda_median, cuda_min, cpu_median = r
-    assert 2.9 <= cuda_median <= 6.0, r
-    assert cuda_min >= 2.9, r  # every timed iteration waited for its work
+    # every timed iteration waited for its work, and the fastest for nothing more (a
+    # second wait would read 6 ms; on a loaded CI machine the median can read more)
+    assert 2.9 <= cuda_min <= 6.0 and cuda_median >= 2.9, r
     assert cpu_median < 0.5, r
 
 
@@ -119,10 +120,10 @@ def test_our_own_sync_fn_passed_back_is_called_natively(fake_cuda_lib):
         c0 = count("cuCtxSynchronize")
         s = benchmark_callable(lambda: fake().fake_enqueue_ns(3_000_000), device="CPU",
                                num_warmup=2, num_iters=5, sync_fn=sync)
-        print(json.dumps([count("cuCtxSynchronize") - c0, s.median_ms]))
+        print(json.dumps([count("cuCtxSynchronize") - c0, s.min_ms]))
     """)
     assert r[0] == 1 + 2 + 2 * 5
-    assert 2.9 <= r[1] <= 6.0
+    assert 2.9 <= r[1] <= 6.0   # the fastest call: the 3 ms waited for, once
 
 
 def test_sync_releases_the_gil(fake_cuda_lib):
@@ -143,8 +144,10 @@ def test_sync_releases_the_gil(fake_cuda_lib):
         print(json.dumps([probe.inside(a, b, 0.02), probe.inside(a2, b2, 0.02)]))
     """)
     during_sync_fn, during_bench = r
-    assert during_sync_fn >= 30, r
-    assert during_bench >= 30, r
+    # a wait that held the GIL would leave none; a loaded CI machine leaves fewer than
+    # the ~130 of a quiet one (24 read once with both cores busy three times over)
+    assert during_sync_fn >= 10, r
+    assert during_bench >= 10, r
 
 
 def test_module_teardown_releases_the_primary_contexts(fake_cuda_lib, tmp_path):
@@ -267,7 +270,7 @@ def test_thread_without_a_current_context_syncs_the_primary_context(fake_cuda_li
             p0, q0 = count("cuCtxPushCurrent_v2"), count("cuCtxPopCurrent_v2")
             st = benchmark_callable(lambda: f.fake_enqueue_device_ns(0, 3_000_000),
                                     device="CUDA", num_warmup=2, num_iters=10)
-            out["median"] = st.median_ms
+            out["median"], out["min"] = st.median_ms, st.min_ms
             out["pushes"] = count("cuCtxPushCurrent_v2") - p0
             out["pops"] = count("cuCtxPopCurrent_v2") - q0
             out["depth"] = f.fake_stack_depth()
@@ -279,7 +282,7 @@ def test_thread_without_a_current_context_syncs_the_primary_context(fake_cuda_li
         out["creates"] = count("cuCtxCreate_v2") + count("cuCtxCreate")
         print(json.dumps(out))
     """)
-    assert 2.9 <= r["median"] <= 6.0, r
+    assert 2.9 <= r["min"] <= 6.0 and r["median"] >= 2.9, r
     assert r["pushes"] >= 2 + 2 * 10, r
     assert r["pushes"] == r["pops"], r
     assert r["depth"] == 0, r
@@ -322,7 +325,7 @@ def test_cuda_ordinal_selects_the_device(fake_cuda_lib):
         f = fake()
         work1 = lambda: f.fake_enqueue_device_ns(1, 3_000_000)
         st1 = benchmark_callable(work1, device="cuda:1", num_warmup=2, num_iters=10)
-        out = {"median1": st1.median_ms, "gpu1": st1.env.get("gpu")}
+        out = {"median1": st1.median_ms, "min1": st1.min_ms, "gpu1": st1.env.get("gpu")}
         st0 = benchmark_callable(lambda: None, device="CUDA", num_warmup=0, num_iters=3)
         out["gpu0"] = st0.env.get("gpu")
         out["vram1"] = get_gpu_vram_mb(1).total_mb
@@ -342,7 +345,7 @@ def test_cuda_ordinal_selects_the_device(fake_cuda_lib):
                 out[label] = type(e).__name__
         print(json.dumps(out))
     """, env={"FAKE_CUDA_DEVICES": "2"})
-    assert 2.9 <= r["median1"] <= 6.0, r
+    assert 2.9 <= r["min1"] <= 6.0 and r["median1"] >= 2.9, r
     assert r["gpu1"] == "Fake GPU 1"
     assert r["gpu0"] == "Fake GPU 0"
     assert r["vram1"] == pytest.approx(81920.0)
