@@ -110,6 +110,17 @@ static const shp_argspec bench_spec = {"benchmark_callable", opt_names, N_OPTS, 
 
 /* Split the call into harness options and the user's arguments, check the
  * options, and prepare the vectorcall argument array (strong references). */
+/* On the TypeError / ValueError of an option spatialhub 0.1.7 did not have:
+ * code written for it passed keywords of that name on to func. */
+static void
+note_new_option(const char *opt)
+{
+    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
+        shp_note_current("if %s= was meant for func (spatialhub 0.1.7 passed keywords it "
+                         "did not know on to func), bind it to func first: "
+                         "functools.partial(func, %s=...)", opt, opt);
+}
+
 static int
 parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
            bench_opts *o, shp_call *p)
@@ -182,11 +193,6 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     o->has_stream = v[OPT_STREAM] != NULL && v[OPT_STREAM] != Py_None;
     if (o->has_stream && shp_arg_cuda_stream(v[OPT_STREAM], FN, "stream", &o->stream) < 0)
         goto new_option_error;
-    if (o->has_stream && (o->dev.kind != SHP_DEV_CUDA || sync_fn != NULL)) {
-        PyErr_SetString(PyExc_ValueError, FN ": stream= needs a CUDA device "
-                                          "(device='cuda...') synced by the harness");
-        goto new_option_error;
-    }
     opt = "counters";
     if (v[OPT_COUNTERS] && shp_counters_parse(v[OPT_COUNTERS], &o->counters) < 0)
         goto new_option_error;
@@ -224,10 +230,7 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     return 0;
 
 new_option_error:
-    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
-        shp_note_current("if %s= was meant for func (spatialhub 0.1.7 passed keywords it "
-                         "did not know on to func), bind it to func first: "
-                         "functools.partial(func, %s=...)", opt, opt);
+    note_new_option(opt);
     return -1;
 }
 
@@ -460,8 +463,16 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     PyObject *result = NULL, *name = NULL;
 
     if (parse_call(args, nargs, kwnames, &o, &p) < 0 ||
-        shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync, &diag) < 0 ||
-        shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream, &diag) < 0)
+        shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync, &diag) < 0)
+        goto done;
+    if (o.has_stream && !p.sync.have_cuda) {
+        /* known once the sync is resolved: our own CudaSync as sync_fn is native */
+        PyErr_SetString(PyExc_ValueError, FN ": stream= needs a CUDA device "
+                                          "(device='cuda...') synced by the harness");
+        note_new_option("stream");
+        goto done;
+    }
+    if (shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream, &diag) < 0)
         goto done;
     shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)

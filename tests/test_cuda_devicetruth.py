@@ -128,6 +128,24 @@ def test_bad_stream_arguments(fake_cuda_lib):
     assert r[4][0] == "TypeError" and "(version, handle)" in r[4][1]
 
 
+def test_stream_with_our_own_sync_passed_back_is_native_a_cpu_run_refuses_it(fake_cuda_lib):
+    r = run(fake_cuda_lib, """
+        from spatialhub.utils.profiling import benchmark_callable as bc, get_cuda_sync_fn
+        make_current(0)
+        h = f.fake_stream_create()
+        s = bc(lambda: f.fake_enqueue_stream_ns(h, 3_000_000), device="CUDA", num_warmup=1,
+               num_iters=5, stream=h, sync_fn=get_cuda_sync_fn())
+        out = [s.gpu_median_ms]
+        try:
+            bc(lambda: None, num_warmup=0, num_iters=1, stream=h)      # device="CPU"
+        except ValueError as e:
+            out.append([str(e), getattr(e, "__notes__", [])])
+        print(json.dumps(out))
+    """)
+    assert 2.9 <= r[0] <= 3.6, r                     # events on the named stream
+    assert "needs a CUDA device" in r[1][0] and "functools.partial(func, stream=...)" in r[1][1][0]
+
+
 def test_event_creation_failing_leaves_wall_time(fake_cuda_lib):
     r = run(fake_cuda_lib, """
         make_current(0)
