@@ -472,7 +472,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         note_new_option("stream");
         goto done;
     }
-    if (shp_extras_setup(st, &p, o.cache_cold, o.has_stream, (shp_CUstream)o.stream, &diag) < 0)
+    if (shp_extras_setup(st, &p, o.cache_cold, (shp_CUstream)o.stream, &diag) < 0)
         goto done;
     shp_preflight_read(st, &o.pf);   /* before our own warm-up loads the CPU */
     if (ensure_overhead(st, &p, &overhead_ns) < 0)

@@ -18,15 +18,9 @@
 /* ---- set-up -------------------------------------------------------------- */
 
 int
-shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream,
-                 shp_diag *d)
+shp_extras_setup(shp_state *st, shp_call *p, int cold, shp_CUstream stream, shp_diag *d)
 {
     shp_sync *s = &p->sync;
-    if (has_stream && !s->have_cuda) {
-        PyErr_SetString(PyExc_ValueError, "benchmark_callable(): stream= needs a CUDA device "
-                                          "(device='cuda...') synced by the harness");
-        return -1;
-    }
     s->gt.stream = stream;
     /* GPU time: events around every timed call, on the native CUDA path */
     if (s->kind == SHP_SYNC_NATIVE) {

@@ -1808,12 +1808,12 @@ typedef struct {
     double head_ms, steady_ms;        /* first timed window's median, steady state */
 } shp_extras;
 
-/* Events (stream: where they are recorded) on the native CUDA path, and the
- * L2 flush buffer when cold; d records why when events are not available.
- * 0, or -1 with an exception (cold and the flush impossible, or a stream
- * without a CUDA device). */
-int shp_extras_setup(shp_state *st, shp_call *p, int cold, int has_stream, shp_CUstream stream,
-                     shp_diag *d);
+/* Events (stream: where they are recorded; 0 the default stream) on the
+ * native CUDA path, and the L2 flush buffer when cold; d records why when
+ * events are not available.  A stream comes only with a call the harness
+ * syncs with CUDA (bench.c refuses it otherwise, with the option's note).
+ * 0, or -1 with an exception (cold and the flush impossible). */
+int shp_extras_setup(shp_state *st, shp_call *p, int cold, shp_CUstream stream, shp_diag *d);
 /* The NVML watch of the call's CUDA device, from before the first call. */
 void shp_extras_watch_begin(shp_state *st, shp_call *p);
 /* first_call_ms, warmup_ms, settle_calls, the gpu_* / host_* fields and
