@@ -40,7 +40,7 @@ SOURCES = [
     "clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
     "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c", "constants.c", "perfctr.c", "callgrind.c",
     "docstrings.c",
-    "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "verdict.c", "stability.c",
+    "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "scoperss.c", "verdict.c", "stability.c",
     "fields.c", "fielddoc.c",
     "flags.c", "cells.c", "columns.c", "table.c",
     "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scopeframe.c", "scope.c", "scopetimer.c",

@@ -33,6 +33,7 @@
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
  *     scopedata.c a scope's bounded data: latency histogram, trace-event ring
+ *     scoperss.c  the RSS a default scope's boundary reads, shared within 1 us
  *     verdict.c   verdicts that hold across runs: level spreads, margin rule
  *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
@@ -145,6 +146,7 @@ int64_t shp_process_cpu_ns(void);
 
 /* Current resident set size in bytes; -1 (no exception) if unavailable. */
 int64_t shp_rss_bytes(void);
+
 
 /*
  * A peak-RSS window.  Opened before warm-up, closed after the timed loop.
@@ -535,8 +537,9 @@ int shp_arg_real(PyObject *v, const char *owner, const char *param, double *out)
 /* bool(v) into *out; 0 / -1 (its __bool__ / __len__ may raise). */
 int shp_arg_flag(PyObject *v, int *out);
 /* What a scope measures of host memory (Timer track_memory, a profiler's
- * track_ram): nothing; RSS at enter and at exit (the default: two reads of
- * an open /proc/self/statm, the kernel's peak record untouched); or the
+ * track_ram): nothing; RSS at enter and at exit (the default: reads of an
+ * open /proc/self/statm, shp_rss_at_boundary, the kernel's peak record
+ * untouched); or the
  * true peak through a high-water-mark window (memory.c), opt-in. */
 typedef enum { SHP_MEM_OFF = 0, SHP_MEM_RSS = 1, SHP_MEM_PEAK = 2 } shp_mem_mode;
 /* A memory mode: the str "peak", or any other object by its truth value
@@ -926,6 +929,21 @@ PyObject *shp_md_code_span(PyObject *s);
 PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
+
+/* ---- scoperss.c: the RSS a scope boundary reads ------------------------ */
+
+/* How old a scope boundary's shared RSS read may be (ns): see below. */
+#define SHP_RSS_SHARE_NS 1000
+/* RSS in bytes at a scope boundary (a Timer's enter or exit) that happens at
+ * `now_ns` (shp_now_ns): the read of the previous boundary when it returned
+ * at most SHP_RSS_SHARE_NS before (and not after now_ns), else a fresh
+ * shp_rss_bytes(), stamped with shp_now_ns() as it returns.  Back-to-back
+ * boundaries -- the next frame's enter after this one's exit, a nested
+ * scope's enter after its parent's -- share one read; a scope's RSS window
+ * then starts or ends at most 1 us before its clocks do (docs/memory.md).
+ * When the read returned goes to *read_ns unless read_ns is NULL.  -1 (no
+ * exception) if unavailable.  Hold the GIL; no Python calls. */
+int64_t shp_rss_at_boundary(int64_t now_ns, int64_t *read_ns);
 
 /* ---- scopedata.c: a scope's bounded data (pure leaf, never fails) ------- */
 

@@ -113,7 +113,7 @@ def code_value(ref):
 
 
 def doc_value(text):
-    """'15%' -> 0.15, '30 s' -> 30, '32 MiB' -> 33554432, '10,000,000' -> 1e7."""
+    """'15%' -> 0.15, '30 s' -> 30, '1,000 ns' -> 1000, '32 MiB' -> 33554432, '10,000,000' -> 1e7."""
     t = text.strip().replace(",", "")
     scale = 1.0
     if t.endswith("%"):
@@ -122,6 +122,8 @@ def doc_value(text):
         t, scale = t[:-4], 2.0 ** 20
     elif t.endswith(" s"):
         t = t[:-2]
+    elif t.endswith(" ns"):
+        t = t[:-3]
     return float(t) * scale
 
 
@@ -454,6 +456,7 @@ def _prose():
         ("a calibration's processes", r"\(default (\d+)\) per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("a calibration's processes", r"--calibrate` \((\d+) fresh interpreters per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("the assumed LLC", r"else (\d+) MiB is assumed", n.LLC_ASSUMED_BYTES / 2 ** 20, 1),
+        ("the shared RSS read", r"at most ([\d,]+) ns \(`SHP_RSS_SHARE_NS`\)", n.RSS_SHARE_NS, 2),
     ]
 
 

@@ -4,12 +4,14 @@ scope goes around per-frame code.  With track_memory="peak" (track_ram="peak" on
 it opens the high-water-mark window benchmark_callable uses: a temporary freed before the
 scope ends is still seen; nested scopes and a benchmark running inside a scope each get their
 own exact peak.  CUDA scopes use the native, checked sync."""
+import os
 import sys
 
 import numpy as np
 import pytest
 from reliability_support import UNDER_SANITIZER
 
+from spatialhub.utils.profiling import _native
 from spatialhub.utils.profiling import (
     HierarchicalProfiler, Timer, benchmark_callable, get_cuda_sync_fn, timeit,
 )
@@ -66,6 +68,55 @@ def test_default_scope_is_end_minus_start_never_negative():
     with Timer("temp") as t:
         temporary(80)                            # freed before the end: not a peak here
     assert t.ram_delta_mb < 40
+
+
+def read_syscalls():
+    """This process's read system calls so far (a pread of statm is one)."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("syscr:"):
+                return int(line.split()[1])
+    raise AssertionError("no syscr")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="/proc/self/io is Linux's")
+def test_boundaries_within_a_microsecond_share_one_rss_read():
+    """A scope boundary takes the last boundary's read when it returned at most 1 us
+    before, and reads afresh otherwise (a boundary later than that, or a clock that
+    went back): the scope's RSS window opens or closes at most 1 us early."""
+    share = _native._rss_at_boundary
+    rss, read_ns = share(_native._clock_ns() + 10**9)      # a fresh read, stamped now
+    before = read_syscalls()
+    after = read_syscalls()
+    io_reads = after - before                             # reading /proc/self/io itself
+    before = read_syscalls()
+    for age in (0, 1, 500, 999, 1000):
+        assert share(read_ns + age) == (rss, read_ns)
+    assert read_syscalls() - before == io_reads           # none of the five read RSS
+    before = read_syscalls()
+    fresh = [share(read_ns + 1001), share(read_ns - 1)]
+    assert read_syscalls() - before == io_reads + 2       # each read afresh
+    assert all(r > 0 and n > read_ns for r, n in fresh)
+
+
+def test_a_shared_read_never_hides_what_a_block_keeps():
+    """Back to back and nested, the reads that are shared are those of boundaries with
+    nothing between them: what a block allocates is still seen by it and its parents,
+    and what runs between two scopes is in neither."""
+    kept = []
+    p = HierarchicalProfiler("R")
+    for _ in range(3):
+        with p("outer") as outer:
+            with p("inner") as inner:
+                kept.append(np.ones(40 * MB // 8))    # 40 MiB resident after the block
+        assert 35 <= inner.ram_delta_mb <= 45
+        assert 35 <= outer.ram_delta_mb <= 45
+    with Timer("before"):
+        pass
+    kept.append(np.ones(40 * MB // 8))                # between two scopes
+    with Timer("after") as after:
+        pass
+    assert after.ram_delta_mb < 1.0
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
