@@ -203,6 +203,7 @@ def test_the_command_line_defaults_in_the_guide_are_the_codes():
         "--margin": {pct(_native.DEFAULT_MARGIN)},
         "--run-spread": {pct(_native.ASSUMED_RUN_SPREAD)},
         "--input-dim": {1},
+        "--instructions-runs": {pkg.instructions.RUNS},
     }
     strings = {"--providers": "CPU", "--cache": "warm", "--device": "CPU"}
     text = section(read(GUIDE), CLI_HEADING)

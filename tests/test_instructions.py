@@ -20,8 +20,9 @@ import pytest
 
 import spatialhub.utils.profiling as prof
 from spatialhub.utils.profiling import _native, benchmark_callable, format_benchmark_table
-from spatialhub.utils.profiling.instructions import (DIR_ENV, NOISE, callgrind_command,
-                                                    judge_counts, rerun_env)
+from spatialhub.utils.profiling.instructions import (DIR_ENV, NOISE, PROBE_ENV, PROBES_ENV,
+                                                    callgrind_command, judge_counts,
+                                                    rerun_env)
 
 HAVE_VALGRIND = shutil.which("valgrind") is not None
 NO_VALGRIND = ("valgrind is not installed (the instruction gate runs the benchmark under "
@@ -197,25 +198,76 @@ def test_the_rerun_environment_repeats_and_keeps_what_the_user_set():
     assert mine["PYTHONHASHSEED"] == "random" and mine["OMP_NUM_THREADS"] == "4"
 
 
-def test_the_rerun_gives_the_child_that_environment(monkeypatch, capsys):
+def test_the_rerun_gives_the_children_that_environment(monkeypatch, capsys):
+    # RUNS processes: the probes first, side by side, output kept aside, each writing its
+    # counts to its own file; then the reported run, told where the probes' counts are
     import spatialhub.utils.profiling.instructions as ins
-    seen = {}
+    started, seen = [], {}
 
     class Done:
         returncode = 0
 
+    class Probe:
+        def __init__(self, cmd, env, cwd, stdin, stdout, stderr):
+            started.append(dict(cmd=cmd, env=env, log=stdout.name))
+
+        def wait(self):
+            return 0
+
+        def poll(self):
+            return 0
+
     def fake_run(cmd, env, cwd):
-        seen.update(cmd=cmd, env=env)
+        seen.update(cmd=cmd, env=env, probes_started=len(started))
         return Done()
 
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     monkeypatch.setattr(ins, "find_valgrind", lambda: "valgrind")
     monkeypatch.setattr(ins.subprocess, "run", fake_run)
+    monkeypatch.setattr(ins.subprocess, "Popen", Probe)
     assert ins.rerun(["-c", "pass"], "test") == 0
+    assert ins.RUNS == 3 and len(started) == 2 and seen["probes_started"] == 2
+    assert "3 times, the lowest count of each benchmark kept" in capsys.readouterr().err
     assert seen["cmd"][0] == "valgrind" and "--tool=callgrind" in seen["cmd"]
     assert seen["env"]["PYTHONHASHSEED"] == "0" and seen["env"]["OPENBLAS_NUM_THREADS"] == "1"
-    assert os.path.basename(seen["env"][DIR_ENV]).startswith("spatialhub-callgrind-")
-    assert not os.path.exists(seen["env"][DIR_ENV])          # the dump folder is removed
+    folder = seen["env"][DIR_ENV]
+    assert os.path.basename(folder).startswith("spatialhub-callgrind-")
+    assert seen["env"][PROBES_ENV] == folder and PROBE_ENV not in seen["env"]
+    assert [p["cmd"] for p in started] == [seen["cmd"]] * 2
+    probe_files = {p["env"][PROBE_ENV] for p in started}
+    assert probe_files == {os.path.join(folder, "probe.0.counts"),
+                           os.path.join(folder, "probe.1.counts")}
+    assert all(p["log"].startswith(folder) and PROBES_ENV not in p["env"] for p in started)
+    assert not os.path.exists(folder)                        # the dump folder is removed
+    started.clear()
+    assert ins.rerun(["-c", "pass"], "test", runs=1) == 0    # one run: no probes
+    assert not started and PROBES_ENV not in seen["env"]
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        ins.rerun(["-c", "pass"], "test", runs=0)
+
+
+def test_the_reported_count_is_the_lowest_of_the_runs(tmp_path, monkeypatch):
+    # each probe writes its count per benchmark (a name, and its order among those of that
+    # name); the reported run takes the lowest of its own and the probes'
+    from spatialhub.utils.profiling.instructions import _Ledger
+    monkeypatch.delenv(PROBES_ENV, raising=False)
+    for i, counts in enumerate(([("a", 100.0), ("a", 90.0), ("b", None)],
+                                [("a", 95.0), ("a", 99.0), ("a\tb", 7.0)])):
+        monkeypatch.setenv(PROBE_ENV, str(tmp_path / f"probe.{i}.counts"))
+        probe = _Ledger()
+        # a probe reports its own count (its output is kept aside)
+        assert [probe.lowest(name, c) for name, c in counts] == [c for _, c in counts]
+    monkeypatch.delenv(PROBE_ENV)
+    monkeypatch.setenv(PROBES_ENV, str(tmp_path))
+    final = _Ledger()
+    assert final.lowest("a", 98.0) == 95.0        # the first "a": probes 100 and 95
+    assert final.lowest("a", 80.0) == 80.0        # the second "a": its own is the lowest
+    assert final.lowest("a", 60.0) == 60.0        # a third "a": no probe counted it
+    assert final.lowest("a\tb", 9.0) == 7.0        # a tab in a name
+    assert final.lowest("b", 5.0) == 5.0          # the probes had no count for it
+    assert final.lowest("c", None) is None        # no count: nothing to lower
+    monkeypatch.delenv(PROBES_ENV)
+    assert _Ledger().lowest("a", 98.0) == 98.0    # not a counted run's last: as read
 
 
 def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):
@@ -225,6 +277,10 @@ def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):
     assert "Traceback" not in p.stderr and p.stdout == ""
     p = cli("--instructions", "--processes", "2")
     assert p.returncode == 2 and "--processes does not apply to --instructions" in p.stderr
+    p = cli("--instructions-runs", "2")
+    assert p.returncode == 2 and "--instructions-runs needs --instructions" in p.stderr
+    p = cli("--instructions", "--instructions-runs", "0")
+    assert p.returncode == 2 and "--instructions-runs" in p.stderr
 
 
 def test_cli_compare_instructions_gate(tmp_path, make_stats):
@@ -278,6 +334,9 @@ def test_plugin_instruction_gate_needs_the_instruction_mode(tmp_path):
     assert rc == 4, out
     assert "--benchmark-instructions: counting instructions runs the benchmarks under " \
            "valgrind's callgrind, and valgrind is not installed" in out
+    rc, out = run_pytest(tmp_path, src, "--benchmark-instructions-runs=2")
+    assert rc == 4, out
+    assert "--benchmark-instructions-runs needs --benchmark-instructions" in out
 
 
 # ---- under callgrind ----------------------------------------------------------------------
@@ -384,11 +443,15 @@ def test_cli_instruction_gate_end_to_end(tmp_path):
     # passes the same code and fails the 2% -- the issue's rule, one run each.
     (tmp_path / "wl.py").write_text(textwrap.dedent(WORKLOAD))
     counts = {}
-    for label, reps in (("base", 100), ("same", 100), ("more", 102)):
-        p = cli("--callable", "wl.py:work", "--instructions", "--no-progress",
-                "--json", f"{label}.json", env={"GATE_REPS": str(reps)}, cwd=tmp_path)
+    # (the saved run counted twice, its lowest kept; the others once, to keep the test
+    # short: the lowest-count rule has its own test below)
+    for label, reps, runs in (("base", 100, 2), ("same", 100, 1), ("more", 102, 1)):
+        p = cli("--callable", "wl.py:work", "--instructions", "--instructions-runs", runs,
+                "--no-progress", "--json", f"{label}.json", env={"GATE_REPS": str(reps)},
+                cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "counting instructions: running again under valgrind's callgrind" in p.stderr
+        assert ("2 times, the lowest count" if runs == 2 else "callgrind once") in p.stderr
         assert "Instructions per call: counted by valgrind's callgrind" in p.stdout
         doc = json.loads((tmp_path / f"{label}.json").read_text())
         assert doc["counter_source"] == "callgrind"
@@ -405,3 +468,50 @@ def test_cli_instruction_gate_end_to_end(tmp_path):
     more = cli("--compare", "base.json", "more.json", *gate, cwd=tmp_path)
     assert more.returncode == 3, more.stdout + more.stderr
     assert "more than 1% more instructions per call" in more.stderr
+
+
+MARKED = """
+    import os
+
+    from itertools import repeat
+
+    def loop(n):
+        s = False
+        for _ in repeat(None, n):
+            s = not s
+        return s
+
+    # the first process to get here (a probe: they start before the reported run)
+    # loops 2,000 steps a call in test_marked; every other process 6,000
+    try:
+        os.close(os.open(os.environ["MARK"], os.O_CREAT | os.O_EXCL))
+        STEPS = 2_000
+    except FileExistsError:
+        STEPS = 6_000
+
+    def test_marked(benchmark):
+        benchmark(loop, STEPS)
+
+    def test_reference(benchmark):
+        benchmark(loop, 2_000)
+"""
+
+
+@pytest.mark.skipif(not HAVE_VALGRIND, reason=NO_VALGRIND)
+def test_the_plugin_reports_the_lowest_count_of_its_runs(tmp_path):
+    # Two counted runs (a probe, then the reported one) that read different counts for the
+    # same benchmark: the report carries the lower, and only the reported run writes.
+    src = MARKED
+    rc, out = run_pytest(tmp_path, src, "--benchmark-instructions",
+                         "--benchmark-instructions-runs=2", "--benchmark-autosave",
+                         "--benchmark-json=out.json", env={"MARK": str(tmp_path / "mark")})
+    assert rc == 0, out
+    assert "2 times, the lowest count of each benchmark kept" in out
+    doc = json.loads((tmp_path / "out.json").read_text())
+    counts = {b["name"]: b["stats"]["instructions"] for b in doc["benchmarks"]}
+    # the reported run looped 3x as long in test_marked, the probe did not: the probe's
+    # count is the one reported, the same as the reference's (same work, same code)
+    assert counts["test_marked"] == pytest.approx(counts["test_reference"], rel=0.01), counts
+    saved = list((tmp_path / ".benchmarks").rglob("*.json"))
+    assert len(saved) == 1, saved                  # the probe saved nothing
+    assert json.loads(saved[0].read_text())["benchmarks"][0]["stats"]["instructions"] > 0

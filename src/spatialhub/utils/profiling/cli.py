@@ -20,6 +20,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from .instructions import RUNS, lowest, probing
 
 PROG = "spatialhub-bench"
 
@@ -205,6 +206,11 @@ def build_parser():
                            "with --warmup 10 --iters 5 unless given and the collector held "
                            "off during the counted calls; needs valgrind. With --compare: "
                            "judge the instruction counts instead of the times")
+    opts.add_argument("--instructions-runs", type=_positive_int, metavar="N", default=None,
+                      help=f"with --instructions: count in N separate callgrind processes "
+                           f"and report each benchmark's lowest count (a hash collision that "
+                           f"depends on where objects landed can only add instructions); "
+                           f"default {RUNS}")
 
     out = p.add_argument_group("output")
     gate = p.add_argument_group("comparison (--compare)")
@@ -249,6 +255,8 @@ def _check_combinations(p, a):
     only("--margin", a.margin, a.compare, "--compare")
     only("--fail-if-slower", a.fail_if_slower, a.compare, "--compare")
     only("--run-spread", a.run_spread, a.compare, "--compare")
+    only("--instructions-runs", a.instructions_runs, a.instructions and not a.compare,
+         "--instructions (without --compare: it is how many processes count)")
     if a.instructions and a.processes:
         p.error("--processes does not apply to --instructions: a count does not move between "
                 "runs, so there is no spread to measure")
@@ -641,6 +649,9 @@ def _main(a):
             title = f"{a.title or 'Benchmark'} (interrupted: partial result)"
             interrupted = exc
         in_loop = isinstance(interrupted, BenchmarkInterrupted)
+        if a.instructions:   # the lowest count of the counted runs (instructions.RUNS)
+            for s in stats_list:
+                s.instructions_per_call = lowest(s.name, s.instructions_per_call)
         table = (sweep_result if sweep_result is not None else SweepResult(stats_list)).to_table(title)
         if a.instructions:
             table += ("\n\nInstructions per call: counted by valgrind's callgrind over the "
@@ -666,6 +677,8 @@ def _main(a):
             payload[-1]["env"] = env
     # the table first: whatever happens to the files, what was measured is shown
     print(table, flush=True)
+    if a.instructions and probing():
+        return 0    # a probe of a counted run: its counts are written down, no file
     failed_writes = []
     for option, write in (
             ("--json", a.json and (lambda: _write("--json", a.json, json.dumps(
@@ -760,7 +773,8 @@ def main(argv=None):
         if not active():   # this command again, under callgrind (instructions.py)
             try:
                 return rerun(["-m", "spatialhub.utils.profiling",
-                              *(sys.argv[1:] if argv is None else argv)], PROG)
+                              *(sys.argv[1:] if argv is None else argv)], PROG,
+                             runs=a.instructions_runs or RUNS)
             except ValgrindNotFound as exc:
                 print(f"{PROG}: error: {exc}", file=sys.stderr)
                 return 1

@@ -92,13 +92,14 @@ def pytest_cmdline_main(config):
         return None
     if config.getoption("help", False) or config.getoption("version", False):
         return None
-    from ..instructions import ValgrindNotFound, active, rerun
+    from ..instructions import RUNS, ValgrindNotFound, active, rerun
 
     if active():
         return None        # the re-run itself: count
     try:
         return rerun(["-m", "pytest", *config.invocation_params.args],
-                     "pytest --benchmark-instructions", cwd=str(config.invocation_params.dir))
+                     "pytest --benchmark-instructions", cwd=str(config.invocation_params.dir),
+                     runs=config.getoption("benchmark_instructions_runs", RUNS))
     except ValgrindNotFound as exc:
         raise pytest.UsageError(f"--benchmark-instructions: {exc}") from None
 

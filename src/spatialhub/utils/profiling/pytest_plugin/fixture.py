@@ -738,6 +738,10 @@ class BenchmarkFixture:
                 self._logger.info(f"Saved profile: {path}", bold=True)
 
     def _record(self, native, iterations, ref_before=None):
+        if self._instructions:   # the lowest count of the counted runs (instructions.RUNS)
+            from ..instructions import lowest
+
+            native.instructions_per_call = lowest(self.fullname, native.instructions_per_call)
         ref_after = self._reference() if ref_before is not None else None
         if ref_before and ref_after:
             self.reference_s = math.sqrt(ref_before * ref_after)

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from .._native import ASSUMED_RUN_SPREAD
+from ..instructions import RUNS
 from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
@@ -331,6 +332,11 @@ def add_options(parser):
              "benchmark 10 warm-up calls then --benchmark-min-rounds counted ones, the "
              "collector held off. Gate on it with --benchmark-compare-fail=instructions:1%%: "
              "the machine's load does not move a count.")
+    add("--benchmark-instructions-runs", metavar="NUM", type=_positive(int), default=RUNS,
+        help="(spatialhub) With --benchmark-instructions: count in NUM separate callgrind "
+             "processes and report each benchmark's lowest count (a hash collision that "
+             "depends on where objects landed can only add instructions). Default: "
+             "%(default)r")
 
 
 def first_or(values, default=None):

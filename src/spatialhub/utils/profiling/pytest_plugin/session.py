@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ..instructions import RUNS, probing
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
@@ -58,6 +59,13 @@ class BenchmarkSession:
             raise pytest.UsageError(
                 "--benchmark-instructions counts the calls in the native loop: "
                 "--benchmark-timer does not apply")
+        if not self.instructions and opt("benchmark_instructions_runs") != RUNS:
+            raise pytest.UsageError(
+                "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
+                "callgrind processes count each benchmark)")
+        # a probe of a counted run (instructions.RUNS): counts like the reported run, but
+        # writes nothing -- no saved run, no JSON, no Markdown, no histogram, no CSV
+        self.probe = self.instructions and probing()
         self.cprofile_sort_by = opt("benchmark_cprofile")
         self.cprofile_top = opt("benchmark_cprofile_top")
         self.options = {
@@ -300,6 +308,8 @@ class BenchmarkSession:
     def finish(self, session):
         if self.compared:
             self._judge_all()
+        if self.probe:
+            return
         self._save()
         rows = self._rows()
         if rows:
@@ -416,6 +426,8 @@ class BenchmarkSession:
                 f"({len(self.checks)} compared; {how}).")
 
     def display(self, tr):
+        if self.probe:
+            return
         if self.groups and not self.quiet:
             tr.ensure_newline()
             table.render(tr, self.groups, self.columns + (["verdict"] if self.compared else []),
