@@ -341,22 +341,24 @@ def test_plugin_instruction_gate_needs_the_instruction_mode(tmp_path):
 
 # ---- under callgrind ----------------------------------------------------------------------
 
-SCRIPT = """
-    import json, sys, warnings
-    from spatialhub.utils.profiling import BenchmarkWarning, _native, benchmark_callable
-
+# A loop that allocates nothing on any version: `not` returns the True/False singletons.
+# A loop that allocates an object a step reads the allocator's state (docs/guide.md,
+# "What a count misses"): `s ^= 1` on small ints does before 3.11 (long_bitwise builds a
+# new int before it hands back the cached one), and on 3.10 read 0.8% fewer instructions
+# on its first benchmark than on its second.
+LOOP = """
     from itertools import repeat
 
     def loop(n):
-        # allocates nothing on any version: `not` returns the True/False singletons.
-        # A loop that allocates an object a step reads the allocator's state
-        # (docs/guide.md, "What a count misses"): `s ^= 1` on small ints does before
-        # 3.11 (long_bitwise builds a new int before it hands back the cached one), and
-        # on 3.10 read 0.8% fewer instructions on its first benchmark than on its second
         s = False
         for _ in repeat(None, n):
             s = not s
         return s
+"""
+
+SCRIPT = LOOP + """
+    import json, sys, warnings
+    from spatialhub.utils.profiling import BenchmarkWarning, _native, benchmark_callable
 
     calls = [0]
     def cold_then_warm():
@@ -470,16 +472,8 @@ def test_cli_instruction_gate_end_to_end(tmp_path):
     assert "more than 1% more instructions per call" in more.stderr
 
 
-MARKED = """
+MARKED = LOOP + """
     import os
-
-    from itertools import repeat
-
-    def loop(n):
-        s = False
-        for _ in repeat(None, n):
-            s = not s
-        return s
 
     # the first process to get here (a probe: they start before the reported run)
     # loops 2,000 steps a call in test_marked; every other process 6,000

@@ -27,13 +27,18 @@ def temporary(mb):
     return s
 
 
+def proc_number(path, field):
+    """The number after `field:` in one of this process's /proc files."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in {path}")
+
+
 def vm_hwm_kib():
     """The kernel's peak-RSS record of this process (what time -v and wait4 read)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmHWM")
+    return proc_number("/proc/self/status", "VmHWM")
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +77,7 @@ def test_default_scope_is_end_minus_start_never_negative():
 
 def read_syscalls():
     """This process's read system calls so far (a pread of statm is one)."""
-    with open("/proc/self/io") as f:
-        for line in f:
-            if line.startswith("syscr:"):
-                return int(line.split()[1])
-    raise AssertionError("no syscr")
+    return proc_number("/proc/self/io", "syscr")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="/proc/self/io is Linux's")
