@@ -60,15 +60,17 @@ shp_set_force_sampled(PyObject *module, PyObject *flag)
     return PyBool_FromLong(old);
 }
 
+/* _rss_at_scope(now_ns): an enter's read at now_ns; _rss_at_scope(None): an exit's */
 static PyObject *
-shp_rss_at_boundary_py(PyObject *module, PyObject *now)
+shp_rss_at_scope_py(PyObject *module, PyObject *now)
 {
     (void)module;
-    long long now_ns = PyLong_AsLongLong(now);
+    long long now_ns = now == Py_None ? 0 : PyLong_AsLongLong(now);
     if (now_ns == -1 && PyErr_Occurred())
         return NULL;
     int64_t read_ns = 0;
-    int64_t rss = shp_rss_at_boundary((int64_t)now_ns, &read_ns);
+    int64_t rss = now == Py_None ? shp_rss_at_exit(&read_ns)
+                                 : shp_rss_at_enter((int64_t)now_ns, &read_ns);
     return Py_BuildValue("(LL)", (long long)rss, (long long)read_ns);
 }
 
@@ -359,9 +361,10 @@ static PyMethodDef shp_methods[] = {
     {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
-    {"_rss_at_boundary", shp_rss_at_boundary_py, METH_O,
-     "_rss_at_boundary(now_ns) -> (rss_bytes, read_ns)\n\nTest hook: a scope boundary's RSS at "
-     "now_ns (the _clock_ns clock) and when the read it gives returned."},
+    {"_rss_at_scope", shp_rss_at_scope_py, METH_O,
+     "_rss_at_scope(now_ns | None) -> (rss_bytes, read_ns)\n\nTest hook: the RSS a scope's "
+     "enter at now_ns (the _clock_ns clock) takes, or with None the one its exit reads, and "
+     "when that read returned."},
     {"_overhead_ms", shp_overhead_ms, METH_NOARGS, "The cached CPU overhead (ms) or None."},
     {"_scope_clock_floor_ns", shp_scope_clock_floor, METH_O,
      "Bench hook: mean ns of a scope's four clock reads (process CPU and wall, twice)."},

@@ -33,7 +33,7 @@
  *     bootstrap.c ratio of two medians with a seeded bootstrap 95% CI
  *     markup.c    Markdown / HTML escaping
  *     scopedata.c a scope's bounded data: latency histogram, trace-event ring
- *     scoperss.c  the RSS a default scope's boundary reads, shared within 1 us
+ *     scoperss.c  the RSS a default scope reads: an enter shares a read of 1 us ago
  *     verdict.c   verdicts that hold across runs: level spreads, margin rule
  *     stability.c diagnostics of one run: CV, autocorrelation, drift, modes
  *  2. fields.c    table-driven attributes shared by the result types
@@ -538,8 +538,8 @@ int shp_arg_real(PyObject *v, const char *owner, const char *param, double *out)
 int shp_arg_flag(PyObject *v, int *out);
 /* What a scope measures of host memory (Timer track_memory, a profiler's
  * track_ram): nothing; RSS at enter and at exit (the default: reads of an
- * open /proc/self/statm, shp_rss_at_boundary, the kernel's peak record
- * untouched); or the
+ * open /proc/self/statm, scoperss.c, the kernel's peak record untouched); or
+ * the
  * true peak through a high-water-mark window (memory.c), opt-in. */
 typedef enum { SHP_MEM_OFF = 0, SHP_MEM_RSS = 1, SHP_MEM_PEAK = 2 } shp_mem_mode;
 /* A memory mode: the str "peak", or any other object by its truth value
@@ -930,20 +930,23 @@ PyObject *shp_md_bold_cell(PyObject *s);
 /* `s` with & < > " as HTML entities. */
 PyObject *shp_html_escape(PyObject *s);
 
-/* ---- scoperss.c: the RSS a scope boundary reads ------------------------ */
+/* ---- scoperss.c: the RSS a scope reads at enter and exit --------------- */
 
-/* How old a scope boundary's shared RSS read may be (ns): see below. */
+/* How old a read an enter may take (ns): see below. */
 #define SHP_RSS_SHARE_NS 1000
-/* RSS in bytes at a scope boundary (a Timer's enter or exit) that happens at
- * `now_ns` (shp_now_ns): the read of the previous boundary when it returned
- * at most SHP_RSS_SHARE_NS before (and not after now_ns), else a fresh
- * shp_rss_bytes(), stamped with shp_now_ns() as it returns.  Back-to-back
- * boundaries -- the next frame's enter after this one's exit, a nested
- * scope's enter after its parent's -- share one read; a scope's RSS window
- * then starts or ends at most 1 us before its clocks do (docs/memory.md).
+/* RSS in bytes at a scope's enter that happens at `now_ns` (shp_now_ns): the
+ * last enter's or exit's read when it returned at most SHP_RSS_SHARE_NS
+ * before (and not after now_ns), else a fresh shp_rss_bytes(), stamped with
+ * shp_now_ns() as it returns.  The next frame's enter after this one's exit,
+ * a nested scope's enter after its parent's, share one read: the scope's RSS
+ * window then opens at most 1 us before its clocks start (docs/memory.md).
  * When the read returned goes to *read_ns unless read_ns is NULL.  -1 (no
  * exception) if unavailable.  Hold the GIL; no Python calls. */
-int64_t shp_rss_at_boundary(int64_t now_ns, int64_t *read_ns);
+int64_t shp_rss_at_enter(int64_t now_ns, int64_t *read_ns);
+/* RSS in bytes at a scope's exit: always a fresh read, kept for the next
+ * enter; when it returned goes to *read_ns unless read_ns is NULL.  -1 (no
+ * exception) if unavailable.  Hold the GIL; no Python calls. */
+int64_t shp_rss_at_exit(int64_t *read_ns);
 
 /* ---- scopedata.c: a scope's bounded data (pure leaf, never fails) ------- */
 

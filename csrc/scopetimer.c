@@ -3,8 +3,8 @@
  *
  * Enter: the CUDA sync (when asked; native, checked, GIL released), the
  * device-memory baseline, the node (scope.c: per thread / task), host memory
- * -- by default one RSS read (memory.c: an open /proc/self/statm, shared
- * with a boundary that read it at most 1 us before), as the
+ * -- by default one RSS read (memory.c: an open /proc/self/statm; an enter
+ * shares a boundary's read of at most 1 us before, scoperss.c), as the
  * released scope's end-minus-start did, because a scope goes around
  * per-frame code; with track_memory="peak" a high-water-mark window, the one
  * benchmark_callable uses, exact but costly and resetting the process's
@@ -241,7 +241,7 @@ timer_begin(shp_Timer *t)
         t->window_open = 1;
     }
     else if (t->track_memory == SHP_MEM_RSS) {
-        t->rss0 = shp_rss_at_boundary(shp_now_ns(), NULL);
+        t->rss0 = shp_rss_at_enter(shp_now_ns(), NULL);
         t->rss_open = t->rss0 >= 0;
     }
     t->c0_ns = shp_process_cpu_ns();
@@ -346,7 +346,7 @@ timer_end(shp_Timer *t, PyObject *const *args, Py_ssize_t nargs)
         t->window_open = 0;
     }
     else if (t->rss_open) {
-        int64_t rss1 = shp_rss_at_boundary(t1, NULL);
+        int64_t rss1 = shp_rss_at_exit(NULL);
         t->ram_delta_mb = rss1 > t->rss0 ? (double)(rss1 - t->rss0) / SHP_MIB : 0.0;
         t->rss_open = 0;
     }

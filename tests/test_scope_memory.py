@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from reliability_support import UNDER_SANITIZER
+from reliability_support import UNDER_SANITIZER, UNDER_VALGRIND
 
 from spatialhub.utils.profiling import _native
 from spatialhub.utils.profiling import (
@@ -76,34 +76,70 @@ def test_default_scope_is_end_minus_start_never_negative():
 
 
 def read_syscalls():
-    """This process's read system calls so far (a pread of statm is one)."""
-    return proc_number("/proc/self/io", "syscr")
+    """This thread's read system calls so far (a pread of statm is one)."""
+    return proc_number("/proc/thread-self/io", "syscr")
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="/proc/self/io is Linux's")
-def test_boundaries_within_a_microsecond_share_one_rss_read():
-    """A scope boundary takes the last boundary's read when it returned at most 1 us
-    before, and reads afresh otherwise (a boundary later than that, or a clock that
-    went back): the scope's RSS window opens or closes at most 1 us early."""
-    share = _native._rss_at_boundary
-    rss, read_ns = share(_native._clock_ns() + 10**9)      # a fresh read, stamped now
+needs_io = pytest.mark.skipif(not os.path.exists("/proc/thread-self/io"),
+                              reason="/proc/thread-self/io is Linux's (3.17+)")
+
+
+@needs_io
+def test_an_enter_shares_a_read_of_at_most_a_microsecond_ago_and_an_exit_never():
+    """An enter takes the last enter's or exit's read when it returned at most 1 us
+    before, and reads afresh otherwise (later than that, or a clock that went back); an
+    exit always reads afresh, so a block's own work is always inside its window."""
+    def enter(now_ns):
+        return _native._rss_at_scope(now_ns)
+
+    def leave():
+        return _native._rss_at_scope(None)
+
+    rss, read_ns = enter(_native._clock_ns() + 10**9)      # a fresh read, stamped now
     before = read_syscalls()
-    after = read_syscalls()
-    io_reads = after - before                             # reading /proc/self/io itself
+    io_reads = read_syscalls() - before                   # reading /proc/.../io itself
     before = read_syscalls()
     for age in (0, 1, 500, 999, 1000):
-        assert share(read_ns + age) == (rss, read_ns)
+        assert enter(read_ns + age) == (rss, read_ns)
     assert read_syscalls() - before == io_reads           # none of the five read RSS
     before = read_syscalls()
-    fresh = [share(read_ns + 1001), share(read_ns - 1)]
+    fresh = [enter(read_ns + 1001), enter(read_ns - 1)]
     assert read_syscalls() - before == io_reads + 2       # each read afresh
     assert all(r > 0 and n > read_ns for r, n in fresh)
+    before = read_syscalls()
+    exits = [leave(), leave(), leave()]                   # back to back: each reads
+    assert read_syscalls() - before == io_reads + 3
+    assert exits[0][1] < exits[1][1] < exits[2][1]
+    before = read_syscalls()
+    assert enter(exits[2][1] + 500) == exits[2]           # the next frame's enter
+    assert read_syscalls() - before == io_reads
+
+
+@needs_io
+@pytest.mark.skipif(UNDER_SANITIZER or UNDER_VALGRIND,
+                    reason="instrumented code runs the loop >1 us from exit to enter")
+def test_a_loop_of_default_scopes_reads_rss_about_once_a_scope():
+    """In a per-frame loop each exit reads and the next enter takes that read: about one
+    read a scope, not two; a scope with memory off reads none."""
+    p = HierarchicalProfiler("R")
+    n = 2000
+    for make in (lambda: Timer("t"), lambda: p("s"), lambda: p.scope("s")):
+        before = read_syscalls()
+        for _ in range(n):
+            with make():
+                pass
+        reads = read_syscalls() - before
+        assert n <= reads <= 1.5 * n, reads               # without sharing: 2n
+    before = read_syscalls()
+    for _ in range(n):
+        with Timer("t", track_memory=False):
+            pass
+    assert read_syscalls() - before <= 2
 
 
 def test_a_shared_read_never_hides_what_a_block_keeps():
-    """Back to back and nested, the reads that are shared are those of boundaries with
-    nothing between them: what a block allocates is still seen by it and its parents,
-    and what runs between two scopes is in neither."""
+    """Back to back and nested: what a block allocates is seen by it and its parents,
+    and what runs between two scopes (for longer than a microsecond) is in neither."""
     kept = []
     p = HierarchicalProfiler("R")
     for _ in range(3):
