@@ -303,6 +303,10 @@ def test_the_pytest_option_defaults_in_the_guide_are_the_plugins():
         if names == ["--benchmark-run-spread"]:
             assert set(numbers(cell)) == {gate.MIN_SPREAD_RUNS, pct(_native.ASSUMED_RUN_SPREAD)}, cell
             continue
+        if names == ["--benchmark-instructions-runs"]:    # None: applied when counting
+            assert opts[names[0]].attrs().get("default") is None
+            assert set(numbers(cell)) == {pkg.instructions.RUNS}, cell
+            continue
         if len(stated) == 1 and len(names) > 1:
             stated = stated * len(names)      # one default for the row: flags without one
         for name, text in zip(names, stated):

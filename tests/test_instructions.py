@@ -10,6 +10,7 @@ import json
 import math
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -248,26 +249,117 @@ def test_the_rerun_gives_the_children_that_environment(monkeypatch, capsys):
 
 def test_the_reported_count_is_the_lowest_of_the_runs(tmp_path, monkeypatch):
     # each probe writes its count per benchmark (a name, and its order among those of that
-    # name); the reported run takes the lowest of its own and the probes'
-    from spatialhub.utils.profiling.instructions import _Ledger
+    # name); the reported run takes the lowest of its own and the probes', and says which
+    # benchmarks' runs read apart beyond NOISE
+    from spatialhub.utils.profiling.instructions import NOISE, _Ledger
     monkeypatch.delenv(PROBES_ENV, raising=False)
-    for i, counts in enumerate(([("a", 100.0), ("a", 90.0), ("b", None)],
-                                [("a", 95.0), ("a", 99.0), ("a\tb", 7.0)])):
+    for i, counts in enumerate(([("a", 100.0), ("a", 80.05), ("b", None), ("x\ny", 10.0)],
+                                [("a", 95.0), ("a", 80.1), ("a\tb", 7.0), ("y", 100.0)])):
         monkeypatch.setenv(PROBE_ENV, str(tmp_path / f"probe.{i}.counts"))
         probe = _Ledger()
         # a probe reports its own count (its output is kept aside)
         assert [probe.lowest(name, c) for name, c in counts] == [c for _, c in counts]
+    with open(tmp_path / "probe.1.counts", "a") as f:
+        f.write('["a", 0, 1')                          # a probe that ended in mid-line
     monkeypatch.delenv(PROBE_ENV)
     monkeypatch.setenv(PROBES_ENV, str(tmp_path))
     final = _Ledger()
     assert final.lowest("a", 98.0) == 95.0        # the first "a": probes 100 and 95
     assert final.lowest("a", 80.0) == 80.0        # the second "a": its own is the lowest
     assert final.lowest("a", 60.0) == 60.0        # a third "a": no probe counted it
-    assert final.lowest("a\tb", 9.0) == 7.0        # a tab in a name
+    assert final.lowest("a\tb", 9.0) == 7.0       # a tab in a name
+    assert final.lowest("y", 100.0) == 100.0      # not lowered by "x\ny"'s count
+    assert final.lowest("x\ny", 11.0) == 10.0     # a newline in a name
     assert final.lowest("b", 5.0) == 5.0          # the probes had no count for it
     assert final.lowest("c", None) is None        # no count: nothing to lower
+    # the first "a": 95 to 100 apart; the second: 80 to 80.1, within NOISE; a single
+    # count: nothing to compare
+    assert 80.1 / 80.0 - 1 < NOISE
+    assert final.apart == [("a", 3, 95.0, 100.0), ("a\tb", 2, 7.0, 9.0),
+                           ("x\ny", 2, 10.0, 11.0)]
     monkeypatch.delenv(PROBES_ENV)
     assert _Ledger().lowest("a", 98.0) == 98.0    # not a counted run's last: as read
+
+
+FAKE_VALGRIND = """#!{python}
+import json, os, sys, time
+args = sys.argv[1:]
+rec = {{"argv": args, "pid": os.getpid(), "probe": os.environ.get("{probe}"),
+       "probes": os.environ.get("{probes}"), "dir": os.environ.get("{dir}")}}
+caches = [a.split("=", 1)[1] for a in args if a.startswith("cache_dir=")]
+if caches:
+    with open(os.path.join(caches[0], "v", "cache", "lastfailed")) as f:
+        rec["lastfailed"] = json.load(f)
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps(rec) + "\\n")
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+"""
+
+
+def fake_valgrind(tmp_path):
+    """A `valgrind` on PATH that writes down how it was called, and runs nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "valgrind"
+    exe.write_text(FAKE_VALGRIND.format(python=sys.executable, probe=PROBE_ENV,
+                                        probes=PROBES_ENV, dir=DIR_ENV))
+    exe.chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_LOG": str(log)}
+    return env, lambda: [json.loads(x) for x in log.read_text().splitlines()]
+
+
+def test_the_probes_get_their_own_copy_of_pytests_cache(tmp_path):
+    # --lf in the reported run must select after the user's last run, not after the
+    # probes': each probe runs with -o cache_dir= a copy of the user's cache
+    env, calls = fake_valgrind(tmp_path)
+    last = {"test_subject.py::test_it": True}
+    cache = tmp_path / ".pytest_cache" / "v" / "cache"
+    cache.mkdir(parents=True)
+    (cache / "lastfailed").write_text(json.dumps(last))
+    rc, out = run_pytest(tmp_path, "def test_it(benchmark):\n    benchmark(sum, [1])\n",
+                         "--benchmark-instructions", "--lf", env=env, cache=True)
+    assert rc == 0, out
+    probes = [c for c in calls() if c["probe"]]
+    (final,) = [c for c in calls() if not c["probe"]]
+    assert len(probes) == 2 and final["probes"] == final["dir"]
+    for c in probes:
+        i = c["argv"].index("-o")
+        n = re.search(r"probe\.(\d+)\.counts$", c["probe"]).group(1)
+        assert c["argv"][i + 1] == f"cache_dir={c['dir']}/probe.{n}.cache"
+        assert c["lastfailed"] == last                  # the user's, copied
+    assert "-o" not in final["argv"] and "--lf" in final["argv"]
+    assert json.loads((cache / "lastfailed").read_text()) == last
+    assert not os.path.exists(final["dir"])             # removed with the copies
+
+
+def test_sigterm_stops_every_counted_run(tmp_path):
+    # a CI job's timeout sends SIGTERM to the command: the probes and the dump folder go
+    # with it
+    import signal
+    import time
+    env, calls = fake_valgrind(tmp_path)
+    e = dict(os.environ, **env, FAKE_SLEEP="120")
+    p = subprocess.Popen([sys.executable, "-m", "spatialhub.utils.profiling", "--instructions"],
+                         env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                (tmp_path / "calls.jsonl").exists() and len(calls()) == 2):
+            time.sleep(0.1)
+        assert len(calls()) == 2, "the two probes did not start"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+    time.sleep(0.5)
+    for c in calls():
+        with pytest.raises(ProcessLookupError):
+            os.kill(c["pid"], 0)
+    assert not os.path.exists(calls()[0]["dir"])
 
 
 def test_cli_instructions_needs_valgrind_and_says_which_package(tmp_path):
@@ -309,15 +401,25 @@ def test_cli_compare_instructions_gate(tmp_path, make_stats):
     assert "--instructions --json" in p.stderr
 
 
-def run_pytest(tmp_path, source, *args, env=None):
+def run_pytest(tmp_path, source, *args, env=None, cache=False, timeout=240):
+    """pytest on `source` in a child, in a session of its own: a timeout stops the child
+    and every process it started (a counted run's valgrind processes)."""
+    import signal
     (tmp_path / "test_subject.py").write_text(textwrap.dedent(source))
     e = dict(os.environ)
     e.pop("PYTEST_ADDOPTS", None)
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-p", "no:benchmark", *args], cwd=tmp_path, env=e, capture_output=True,
-                       text=True, timeout=240)
-    return p.returncode, p.stdout + p.stderr
+    no_cache = [] if cache else ["-p", "no:cacheprovider"]
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *no_cache, "-p", "no:benchmark",
+                          *args], cwd=tmp_path, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    return p.returncode, out
 
 
 def test_plugin_instruction_gate_needs_the_instruction_mode(tmp_path):
@@ -488,6 +590,12 @@ MARKED = LOOP + """
 
     def test_reference(benchmark):
         benchmark(loop, 2_000)
+
+    def test_in_the_first_process_only(benchmark):
+        if STEPS != 2_000:
+            import pytest
+            pytest.skip("the reported run")
+        benchmark(loop, 10)
 """
 
 
@@ -498,9 +606,16 @@ def test_the_plugin_reports_the_lowest_count_of_its_runs(tmp_path):
     src = MARKED
     rc, out = run_pytest(tmp_path, src, "--benchmark-instructions",
                          "--benchmark-instructions-runs=2", "--benchmark-autosave",
-                         "--benchmark-json=out.json", env={"MARK": str(tmp_path / "mark")})
+                         "--benchmark-json=out.json", "--benchmark-cprofile=tottime",
+                         "--benchmark-cprofile-dump=prof/run",
+                         env={"MARK": str(tmp_path / "mark")}, timeout=900)
     assert rc == 0, out
     assert "2 times, the lowest count of each benchmark kept" in out
+    # the runs' disagreement is said, not hidden
+    assert "test_marked: the 2 counted runs read" in out and "the lowest is reported" in out
+    # the probe wrote no profile: the test it alone ran has none
+    assert sorted(f.name for f in (tmp_path / "prof").iterdir()) == [
+        "run-test_marked.prof", "run-test_reference.prof"]
     doc = json.loads((tmp_path / "out.json").read_text())
     counts = {b["name"]: b["stats"]["instructions"] for b in doc["benchmarks"]}
     # the reported run looped 3x as long in test_marked, the probe did not: the probe's

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
-from .instructions import RUNS, lowest, probing
+from .instructions import RUNS, disagreements, lowest, probing
 
 PROG = "spatialhub-bench"
 
@@ -658,6 +658,8 @@ def _main(a):
                       "timed calls (warm-up excluded, the collector held off), the calling "
                       "thread only. The latencies were measured under valgrind (~50x "
                       "native): they are not wall time.")
+            for line in disagreements():
+                table += f"\n\n{line}."
         if interrupted is not None:
             table = ("**Interrupted (Ctrl-C): " +
                      ("the last row holds only the iterations completed before it.**"

@@ -21,19 +21,22 @@ branch mispredictions, other threads' work, GPU work -- is listed in docs/guide.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 __all__ = ["WARMUP", "ITERATIONS", "MARGIN", "NOISE", "RUNS", "DIR_ENV", "ValgrindNotFound",
-           "active", "probing", "lowest", "find_valgrind", "callgrind_command", "rerun",
-           "CountVerdict", "judge_counts"]
+           "active", "probing", "lowest", "disagreements", "find_valgrind", "callgrind_command",
+           "rerun", "CountVerdict", "judge_counts"]
 
 #: Warm-up calls before the counted ones.  CPython specialises a function's bytecode
 #: over its first calls (3.11 quickens a code object at its 8th); counted before that,
@@ -114,19 +117,22 @@ def probing():
 
 class _Ledger:
     """One process's side of the lowest-of-``RUNS`` rule: a probe appends each
-    benchmark's count to its file; the reported run lowers its own count to the lowest
-    any probe read for the same benchmark.  A benchmark is its name and how many times
-    that name came before in the process (a sweep repeats a name), so probes and the
-    reported run agree whatever order they ran in."""
+    benchmark's count to its file (one JSON array a line); the reported run lowers its
+    own count to the lowest any run read for the same benchmark, and keeps the
+    benchmarks whose runs read apart by more than ``NOISE`` (``disagreements``).  A
+    benchmark is its name and how many times that name came before in the process (a
+    sweep repeats a name), so probes and the reported run agree whatever order they ran
+    in."""
 
     def __init__(self):
         self.seen = {}
         self.probes = None
+        self.apart = []
 
     def key(self, name):
         n = self.seen.get(name, 0)
         self.seen[name] = n + 1
-        return f"{name}\x00{n}"
+        return [name, n]
 
     def probe_counts(self, folder):
         if self.probes is None:
@@ -136,28 +142,33 @@ class _Ledger:
                     continue
                 with open(os.path.join(folder, entry), encoding="utf-8") as f:
                     for line in f:
-                        key, _, count = line.rstrip("\n").rpartition("\t")
+                        try:
+                            name, n, count = json.loads(line)
+                        except (ValueError, TypeError):
+                            continue        # a probe ended in mid-line
                         value = _count(count)
-                        if key and value is not None:
-                            old = self.probes.get(key)
-                            self.probes[key] = value if old is None else min(old, value)
+                        if value is not None:
+                            self.probes.setdefault((str(name), n), []).append(value)
         return self.probes
 
     def lowest(self, name, count):
-        key = self.key(str(name))
+        name, n = self.key(str(name))
         mine = _count(count)
         if mine is None:
             return count
         probe = os.environ.get(PROBE_ENV)
         if probe:
             with open(probe, "a", encoding="utf-8") as f:
-                f.write(f"{key}\t{mine!r}\n")
+                f.write(json.dumps([name, n, mine]) + "\n")
             return count
         folder = os.environ.get(PROBES_ENV)
         if not folder:
             return count
-        other = self.probe_counts(folder).get(key)
-        return min(mine, other) if other is not None else count
+        counts = [mine, *self.probe_counts(folder).get((name, n), ())]
+        low, high = min(counts), max(counts)
+        if high > low * (1.0 + NOISE):
+            self.apart.append((name, len(counts), low, high))
+        return low if len(counts) > 1 else count
 
 
 _ledger = _Ledger()
@@ -169,6 +180,18 @@ def lowest(name, count):
     and the probes' counts of the same benchmark (``name`` and its order among the
     benchmarks of that name); elsewhere ``count``.  Call it once per benchmark."""
     return _ledger.lowest(name, count)
+
+
+def disagreements():
+    """The reported run's benchmarks whose counted runs read apart by more than
+    ``NOISE``, as lines to show under the results (empty when they agreed).  Their
+    lowest count is the one reported: a hash collision that depends on where objects
+    landed only adds work; a spread well beyond the guide's measured 0.5-2.4% says the
+    code's count depends on something that differs between processes (the order of
+    tests, a set of objects hashed by address)."""
+    return [f"{name}: the {runs} counted runs read {low:,.0f} to {high:,.0f} instructions "
+            f"per call (+{100 * (high / low - 1):.2f}%); the lowest is reported"
+            for name, runs, low, high in _ledger.apart]
 
 
 def find_valgrind():
@@ -204,27 +227,51 @@ def _probe_env(folder, i):
     return env
 
 
-def rerun(argv, label, cwd=None, runs=RUNS):
+class _Terminated(BaseException):
+    """SIGTERM to this process while it waits on its counted runs."""
+
+
+def _terminate_on_sigterm():
+    """SIGTERM (a CI job's timeout, `kill`) ends the wait as an exception, so that the
+    counted runs are stopped and the dump folder removed; returns what undoes it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError, AttributeError):   # no SIGTERM to catch here
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def rerun(argv, label, cwd=None, runs=RUNS, probe_argv=None):
     """Run this interpreter with ``argv`` again under callgrind (in ``cwd``), ``runs``
     times, and return the exit status of the last, reported run.  The first ``runs - 1``
     (the probes) run side by side, their output kept aside (shown only when valgrind
-    reports trouble); each benchmark of the reported run then carries the lowest count
-    any of the runs read (``RUNS``).  The reported run's output is the user's (inherited
-    streams)."""
+    reports trouble), each with ``probe_argv(folder, i)`` instead of ``argv`` when given
+    (the pytest plugin gives each its own copy of pytest's cache); each benchmark of the
+    reported run then carries the lowest count any of the runs read (``RUNS``).  The
+    reported run's output is the user's (inherited streams).  Ctrl-C or SIGTERM stops
+    every run (130, 143)."""
     runs = int(runs)
     if runs < 1:
         raise ValueError(f"the counted runs must be at least 1, got {runs}")
     valgrind = find_valgrind()
     folder = tempfile.mkdtemp(prefix="spatialhub-callgrind-")
-    cmd = callgrind_command([sys.executable, *argv], folder, valgrind)
     how = (f"{runs} times, the lowest count of each benchmark kept" if runs > 1 else "once")
     print(f"{label}: counting instructions: running again under valgrind's callgrind {how} "
           f"(each ~50x slower than native; the calling thread only)", file=sys.stderr,
           flush=True)
     probes = []
+    restore = _terminate_on_sigterm()
     try:
         try:
             for i in range(runs - 1):
+                args = argv if probe_argv is None else probe_argv(folder, i)
+                cmd = callgrind_command([sys.executable, *args], folder, valgrind)
                 with open(os.path.join(folder, f"probe.{i}.log"), "wb") as log:
                     probes.append(subprocess.Popen(cmd, env=_probe_env(folder, i), cwd=cwd,
                                                    stdin=subprocess.DEVNULL, stdout=log,
@@ -234,9 +281,12 @@ def rerun(argv, label, cwd=None, runs=RUNS):
             env = rerun_env(folder)
             if runs > 1:
                 env[PROBES_ENV] = folder
+            cmd = callgrind_command([sys.executable, *argv], folder, valgrind)
             status = subprocess.run(cmd, env=env, cwd=cwd).returncode
         except KeyboardInterrupt:
-            return 130      # the children had the same Ctrl-C and have ended (finally)
+            return 130      # the children had the same Ctrl-C (the rest: finally)
+        except _Terminated:
+            return 128 + signal.SIGTERM   # subprocess.run killed its child; probes: finally
         trouble = []
         for name in sorted(os.listdir(folder)):
             if name.startswith("valgrind.") and name.endswith(".log"):
@@ -255,9 +305,10 @@ def rerun(argv, label, cwd=None, runs=RUNS):
                 p.terminate()
             try:
                 p.wait()
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, _Terminated):
                 p.kill()
                 p.wait()
+        restore()
         shutil.rmtree(folder, ignore_errors=True)
 
 

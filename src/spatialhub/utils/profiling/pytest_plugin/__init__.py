@@ -17,6 +17,7 @@ installed, or is blocked that way, this plugin provides ``benchmark`` and the
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -96,12 +97,36 @@ def pytest_cmdline_main(config):
 
     if active():
         return None        # the re-run itself: count
+    args = ["-m", "pytest", *config.invocation_params.args]
+    runs = config.getoption("benchmark_instructions_runs", None) or RUNS
     try:
-        return rerun(["-m", "pytest", *config.invocation_params.args],
-                     "pytest --benchmark-instructions", cwd=str(config.invocation_params.dir),
-                     runs=config.getoption("benchmark_instructions_runs", RUNS))
+        return rerun(args, "pytest --benchmark-instructions",
+                     cwd=str(config.invocation_params.dir), runs=runs,
+                     probe_argv=_probe_argv(config, args))
     except ValgrindNotFound as exc:
         raise pytest.UsageError(f"--benchmark-instructions: {exc}") from None
+
+
+def _probe_argv(config, args):
+    """A probe's command (instructions.RUNS): the same, with its own copy of pytest's
+    cache.  The probes run before the reported run, and pytest writes its cache as it
+    ends (the last failures, stepwise's place): with the user's own cache the reported
+    run's --lf / --ff / --nf / --sw would select after the probes' results, not the user's
+    last run."""
+    if not config.pluginmanager.has_plugin("cacheprovider"):
+        return None                                   # -p no:cacheprovider: none to keep
+    raw = os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir"))))
+    cache = raw if os.path.isabs(raw) else os.path.join(str(config.rootpath), raw)
+
+    def probe(folder, i):
+        mine = os.path.join(folder, f"probe.{i}.cache")
+        if os.path.isdir(cache):
+            shutil.copytree(cache, mine, symlinks=True)
+        # before a "--" (after it, pytest reads every word as a path)
+        end = args.index("--") if "--" in args else len(args)
+        return [*args[:end], "-o", f"cache_dir={mine}", *args[end:]]
+
+    return probe
 
 
 def _session(config):

@@ -729,8 +729,10 @@ class BenchmarkFixture:
         import pstats
         from pathlib import Path
 
+        from ..instructions import probing
+
         self.cprofile_stats = pstats.Stats(profile)
-        if self.cprofile_dump:
+        if self.cprofile_dump and not (self._instructions and probing()):   # (a probe)
             path = Path(f"{self.cprofile_dump}-{_slug(self.name)}.prof")
             path.parent.mkdir(parents=True, exist_ok=True)
             self.cprofile_stats.dump_stats(str(path))

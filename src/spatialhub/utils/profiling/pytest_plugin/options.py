@@ -332,11 +332,10 @@ def add_options(parser):
              "benchmark 10 warm-up calls then --benchmark-min-rounds counted ones, the "
              "collector held off. Gate on it with --benchmark-compare-fail=instructions:1%%: "
              "the machine's load does not move a count.")
-    add("--benchmark-instructions-runs", metavar="NUM", type=_positive(int), default=RUNS,
+    add("--benchmark-instructions-runs", metavar="NUM", type=_positive(int), default=None,
         help="(spatialhub) With --benchmark-instructions: count in NUM separate callgrind "
              "processes and report each benchmark's lowest count (a hash collision that "
-             "depends on where objects landed can only add instructions). Default: "
-             "%(default)r")
+             f"depends on where objects landed can only add instructions). Default: {RUNS}")
 
 
 def first_or(values, default=None):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ..instructions import RUNS, probing
+from ..instructions import disagreements, probing
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
@@ -59,7 +59,7 @@ class BenchmarkSession:
             raise pytest.UsageError(
                 "--benchmark-instructions counts the calls in the native loop: "
                 "--benchmark-timer does not apply")
-        if not self.instructions and opt("benchmark_instructions_runs") != RUNS:
+        if not self.instructions and opt("benchmark_instructions_runs") is not None:
             raise pytest.UsageError(
                 "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
                 "callgrind processes count each benchmark)")
@@ -403,6 +403,7 @@ class BenchmarkSession:
             notes.append("instructions per call counted by valgrind's callgrind (warm-up "
                          "excluded, the collector held off, the calling thread only); the "
                          "times were measured under valgrind (~50x native): not wall time")
+            notes.extend(disagreements())
         return notes
 
     def failing_lines(self):
