@@ -16,8 +16,8 @@ the released module's own code as well ("released 0.1.7").  All variants run int
 in one process, several rounds, median; the empty loop's cost is subtracted from each.
 
 Then the same scopes with their default memory tracking (issue 19): ours reads RSS at enter
-and exit (a pread of a kept-open /proc/self/statm; boundaries at most 1 us apart share one
-read, as back-to-back scopes in a loop do: docs/memory.md), the released one calls psutil's
+and exit (a pread of a kept-open /proc/self/statm; an enter takes a read of at most 1 us
+before, as in a loop the previous scope's exit: docs/memory.md), the released one calls psutil's
 memory_info() at enter and exit; and ours with track_memory="peak" (the high-water-mark
 window, opt-in).  Targets: a default scope <= 2x the same scope with memory off, and
 <= 0.25x the released default scope (when psutil is installed, which the released module
@@ -256,7 +256,7 @@ def run(quick=False):
     for way in ("call", "Timer"):
         mem, off = ns[f"ours {way}, default memory"], ns[f"ours {way}"]
         figs.append(Figure(
-            "9 scope", f"default scope via {way} (RSS at enter and exit, shared within 1 us): {mem:.0f} ns vs "
+            "9 scope", f"default scope via {way} (RSS at exit, at enter unless read <= 1 us before): {mem:.0f} ns vs "
             f"{off:.0f} ns with memory off", f"{mem / off:.2f}x", f"<= {TARGET_MEM_VS_OFF}x",
             mem / off <= TARGET_MEM_VS_OFF))
     peak = ns["ours Timer, track_memory='peak'"]
