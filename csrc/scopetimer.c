@@ -2,16 +2,16 @@
  * scopetimer.c -- Timer: one `with` scope, entered and left in C.
  *
  * Enter: the CUDA sync (when asked; native, checked, GIL released), the
- * device-memory baseline, the node (scope.c: per thread / task), host memory
- * -- by default one RSS read (memory.c: an open /proc/self/statm; an enter
- * shares a boundary's read of at most 1 us before, scoperss.c), as the
- * released scope's end-minus-start did, because a scope goes around
- * per-frame code; with track_memory="peak" a high-water-mark window, the one
- * benchmark_callable uses, exact but costly and resetting the process's
- * peak-RSS record -- then the CPU and wall clocks, last.  Exit: the closing
- * sync, the clocks first, then host memory, device memory, the node's
- * totals and histogram, one
- * trace event, and the context's previous node back (through the ContextVar
+ * device-memory baseline, host memory -- by default one RSS read (memory.c:
+ * an open /proc/self/statm; an enter takes a read of at most 1 us before,
+ * scoperss.c), as the released scope's end-minus-start did, because a scope
+ * goes around per-frame code -- the node (scope.c: per thread / task); with
+ * track_memory="peak" a high-water-mark window, the one benchmark_callable
+ * uses, exact but costly and resetting the process's peak-RSS record; then
+ * the CPU and wall clocks, last.  Exit: the closing sync, the clocks first,
+ * then the node left, host memory (always a fresh read), device memory, the
+ * node's totals and histogram, one trace event, and the context's previous
+ * node back (through the ContextVar
  * token of the enter: leaving in another thread or asyncio task raises
  * RuntimeError and the scope stays entered where it was entered).  The scope
  * is left whatever the block did; the block's exception goes on unchanged.
@@ -228,21 +228,26 @@ timer_begin(shp_Timer *t)
             return shp_cuda_raise(st, rc, "Timer: cuMemGetInfo_v2 failed");
         t->vram_used0 = total_b - free_b;
     }
+    if (t->track_memory == SHP_MEM_RSS) {
+        /* before the push, nearer the previous scope's exit, whose read it may
+         * take (scoperss.c): on 3.9 a push switches the collector through the
+         * gc module, longer than the microsecond allowed */
+        t->rss0 = shp_rss_at_enter(shp_now_ns(), NULL);
+        t->rss_open = t->rss0 >= 0;
+    }
     if (t->profiler != NULL) {
         PyObject *token = NULL;
         shp_Node *node = shp_scope_push((shp_Profiler *)t->profiler, t->name, &token);
-        if (node == NULL)
+        if (node == NULL) {
+            t->rss_open = 0;
             return -1;
+        }
         Py_XSETREF(t->node, (PyObject *)node);
         Py_XSETREF(t->token, token);
     }
     if (t->track_memory == SHP_MEM_PEAK) {
         shp_window_open(&t->win);
         t->window_open = 1;
-    }
-    else if (t->track_memory == SHP_MEM_RSS) {
-        t->rss0 = shp_rss_at_enter(shp_now_ns(), NULL);
-        t->rss_open = t->rss0 >= 0;
     }
     t->c0_ns = shp_process_cpu_ns();
     t->t0_ns = shp_now_ns();
