@@ -10,9 +10,9 @@
  * at most 1,000 ns (`SHP_RSS_SHARE_NS`) ago, and reads afresh otherwise:
  * the scope's RSS window then opens up to that much before its clocks
  * start, and what ran in that microsecond -- the `with` statement, or user
- * code between two scopes -- is in the window (at most what one page fault
- * maps: 4 KiB of anonymous memory, up to 2 MiB of a file mapping on kernels
- * that map large folios at once; docs/memory.md, decision 58).  An exit
+ * code between two scopes -- is in the window (a few page faults at most:
+ * some KiB of anonymous memory, a few MiB of a file mapping on kernels that
+ * map large folios, 2 MiB a fault; docs/memory.md, decision 58).  An exit
  * always reads afresh, so whatever the block did itself is in its own
  * window.
  *

@@ -121,8 +121,26 @@ def test_an_enter_shares_a_read_of_at_most_a_microsecond_ago_and_an_exit_never()
 def test_a_loop_of_default_scopes_reads_rss_about_once_a_scope():
     """In a per-frame loop each exit reads and the next enter takes that read: about one
     read a scope, not two; a scope with memory off reads none."""
-    p = HierarchicalProfiler("R")
+    import time
+    import tracemalloc
+    if tracemalloc.is_tracing():
+        pytest.skip("tracemalloc traces every allocation: exit to enter takes over 1 us")
     n = 2000
+    # The exit-to-enter gap is about 60% of a memory-off scope (500 of 820 ns on our Intel
+    # VM); where a scope takes over 1.2 us even at its fastest (a slower machine), the gap
+    # passes the microsecond and enters read afresh: nothing to test there.
+    # (the median of single scopes: a loaded machine preempts a few, not the typical one)
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        with Timer("t", track_memory=False):
+            pass
+        took.append(time.perf_counter_ns() - t0)
+    typical = sorted(took)[n // 2]
+    if typical > 1300:
+        pytest.skip(f"a memory-off scope takes {typical} ns here: an enter comes over 1 us "
+                    "after the exit before it")
+    p = HierarchicalProfiler("R")
     for make in (lambda: Timer("t"), lambda: p("s"), lambda: p.scope("s")):
         before = read_syscalls()
         for _ in range(n):
