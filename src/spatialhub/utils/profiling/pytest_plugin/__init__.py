@@ -93,6 +93,10 @@ def pytest_cmdline_main(config):
         return None
     if config.getoption("help", False) or config.getoption("version", False):
         return None
+    opt = config.getoption
+    if (opt("collectonly", False) or opt("benchmark_disable", False)
+            or (opt("benchmark_skip", False) and not opt("benchmark_only", False))):
+        return None        # nothing will be counted: no run under valgrind
     from ..instructions import RUNS, ValgrindNotFound, active, rerun
 
     if active():
@@ -120,8 +124,12 @@ def _probe_argv(config, args):
 
     def probe(folder, i):
         mine = os.path.join(folder, f"probe.{i}.cache")
-        if os.path.isdir(cache):
-            shutil.copytree(cache, mine, symlinks=True)
+        try:
+            if os.path.isdir(cache):
+                shutil.copytree(cache, mine, symlinks=True)
+        except (shutil.Error, OSError):   # a pipe, an unreadable file, one that went away
+            shutil.rmtree(mine, ignore_errors=True)
+            os.makedirs(mine, exist_ok=True)   # an empty cache: never the user's own
         # before a "--" (after it, pytest reads every word as a path)
         end = args.index("--") if "--" in args else len(args)
         return [*args[:end], "-o", f"cache_dir={mine}", *args[end:]]
