@@ -118,8 +118,9 @@ EOF
 echo "== sanitize: the whole suite under ASan + UBSan"
 t_suite=$(date +%s)
 set +e
-(cd "$tree" && "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rfEsx --durations=15 tests "$@")
-suite_rc=$?
+(cd "$tree" && "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rfEsx --durations=15 tests "$@") \
+    2>&1 | tee "$work/suite.out"
+suite_rc=${PIPESTATUS[0]}
 set -e
 t_suite=$(( $(date +%s) - t_suite ))
 
@@ -139,6 +140,38 @@ set +e
 "$PY" "$tree/tests/sanitizer/scan_logs.py" "$logs"
 scan_rc=$?
 set -e
+
+# LeakSanitizer's own tracer dying at a process's exit (scan rc 3: nothing else
+# found) aborts that process, so a test that checks a child's exit status fails
+# with it.  A fault of LeakSanitizer's, not a finding: the tests that failed are
+# run again, and the job passes only if they pass and their logs are clean.
+if [ $scan_rc -eq 3 ]; then
+    failed=$(grep -oE '^FAILED [^ ]+' "$work/suite.out" | cut -d' ' -f2 | sort -u || true)
+    echo "== sanitize: LeakSanitizer's tracer died at a process's exit; the tests that" \
+         "failed: ${failed:-none}"
+    rerun_rc=0
+    if [ -n "$failed" ]; then
+        relogs="$work/logs-rerun"
+        mkdir -p "$relogs"
+        set +e
+        # shellcheck disable=SC2086
+        (cd "$tree" && LD_PRELOAD="$preload" PYTHONMALLOC=malloc PYTHONPATH="$tree/src" \
+            ASAN_OPTIONS="detect_leaks=1:$common_asan:log_path=$relogs/asan" \
+            LSAN_OPTIONS="suppressions=$supp:exitcode=0" \
+            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$relogs/ubsan" \
+            "$PY" -m pytest -q -p no:cacheprovider -o addopts="" -rfEsx $failed)
+        rerun_rc=$?
+        "$PY" "$tree/tests/sanitizer/scan_logs.py" "$relogs"
+        rescan_rc=$?
+        set -e
+        [ $rescan_rc -eq 0 ] || rerun_rc=1
+    fi
+    if [ $rerun_rc -eq 0 ]; then
+        echo "sanitize: the failed tests passed clean on a rerun: LeakSanitizer's fault, not a finding"
+        scan_rc=0
+        suite_rc=0
+    fi
+fi
 
 echo "== sanitize: suite rc=$suite_rc (${t_suite}s), leak check rc=$leak_rc (${t_leak}s)," \
      "log scan rc=$scan_rc, total $(( $(date +%s) - t_start ))s"

@@ -62,7 +62,7 @@ static const shp_int_constant ints[] = {
     {"MODE_MIN_SAMPLES", SHP_STAB_MIN_MODE_N},
     {"NOISY_MIN_SAMPLES", SHP_STAB_MIN_NOISY_N},
     {"LLC_ASSUMED_BYTES", (long)SHP_LLC_ASSUMED_BYTES},
-    /* scope boundaries sharing one RSS read (memory.c; docs/memory.md) */
+    /* how old an RSS read a scope's enter may take (scoperss.c; docs/memory.md) */
     {"RSS_SHARE_NS", SHP_RSS_SHARE_NS},
 };
 

@@ -147,7 +147,6 @@ int64_t shp_process_cpu_ns(void);
 /* Current resident set size in bytes; -1 (no exception) if unavailable. */
 int64_t shp_rss_bytes(void);
 
-
 /*
  * A peak-RSS window.  Opened before warm-up, closed after the timed loop.
  * On Linux the kernel's high-water mark is reset when a window opens; windows
@@ -539,8 +538,7 @@ int shp_arg_flag(PyObject *v, int *out);
 /* What a scope measures of host memory (Timer track_memory, a profiler's
  * track_ram): nothing; RSS at enter and at exit (the default: reads of an
  * open /proc/self/statm, scoperss.c, the kernel's peak record untouched); or
- * the
- * true peak through a high-water-mark window (memory.c), opt-in. */
+ * the true peak through a high-water-mark window (memory.c), opt-in. */
 typedef enum { SHP_MEM_OFF = 0, SHP_MEM_RSS = 1, SHP_MEM_PEAK = 2 } shp_mem_mode;
 /* A memory mode: the str "peak", or any other object by its truth value
  * (True: SHP_MEM_RSS); any other str is a ValueError naming the choices.

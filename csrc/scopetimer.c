@@ -11,10 +11,10 @@
  * the CPU and wall clocks, last.  Exit: the closing sync, the clocks first,
  * then the node left, host memory (always a fresh read), device memory, the
  * node's totals and histogram, one trace event, and the context's previous
- * node back (through the ContextVar
- * token of the enter: leaving in another thread or asyncio task raises
- * RuntimeError and the scope stays entered where it was entered).  The scope
- * is left whatever the block did; the block's exception goes on unchanged.
+ * node back (through the ContextVar token of the enter: leaving in another
+ * thread or asyncio task raises RuntimeError and the scope stays entered
+ * where it was entered).  The scope is left whatever the block did; the
+ * block's exception goes on unchanged.
  */
 #include "profiling.h"
 
