@@ -20,7 +20,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
-from .instructions import RUNS, disagreements, lowest, probing
+from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
 PROG = "spatialhub-bench"
 
@@ -208,8 +208,9 @@ def build_parser():
                            "judge the instruction counts instead of the times")
     opts.add_argument("--instructions-runs", type=_positive_int, metavar="N", default=None,
                       help=f"with --instructions: count in N separate callgrind processes "
-                           f"and report each benchmark's lowest count (a hash collision that "
-                           f"depends on where objects landed can only add instructions); "
+                           f"and report each benchmark's lowest count when they read within "
+                           f"{100 * LAYOUT_SPREAD:g}%% (a hash collision that depends on where "
+                           f"objects landed can only add instructions), else this run's own; "
                            f"default {RUNS}")
 
     out = p.add_argument_group("output")

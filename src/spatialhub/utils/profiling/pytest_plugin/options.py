@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from .._native import ASSUMED_RUN_SPREAD
-from ..instructions import RUNS
+from ..instructions import LAYOUT_SPREAD, RUNS
 from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
@@ -334,8 +334,9 @@ def add_options(parser):
              "the machine's load does not move a count.")
     add("--benchmark-instructions-runs", metavar="NUM", type=_positive(int), default=None,
         help="(spatialhub) With --benchmark-instructions: count in NUM separate callgrind "
-             "processes and report each benchmark's lowest count (a hash collision that "
-             f"depends on where objects landed can only add instructions). Default: {RUNS}")
+             "processes and report each benchmark's lowest count when they read within "
+             f"{100 * LAYOUT_SPREAD:g}%% (a hash collision that depends on where objects "
+             f"landed can only add instructions), else this run's own. Default: {RUNS}")
 
 
 def first_or(values, default=None):
