@@ -37,7 +37,7 @@ shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm)
 int
 shp_stats_apply_stability(shp_Stats *s, const shp_stability *d)
 {
-    PyObject *label = PyUnicode_InternFromString(d->label);
+    PyObject *label = PyUnicode_FromString(d->label);
     if (label == NULL)
         return -1;
     Py_XSETREF(s->stability, label);
@@ -81,8 +81,8 @@ shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread)
 {
     if (s->samples == NULL || s->nsamples < 1)
         return 0;
-    Py_ssize_t *sizes = NULL, nruns = 0;
-    if (shp_counts_array(s->run_sizes, &sizes, &nruns) < 0)
+    Py_ssize_t *sizes = NULL, nruns = 0, total;
+    if (shp_counts_array(s->run_sizes, &sizes, &nruns, &total) < 0)
         return -1;
     /* the floor of a single run: this machine's calibration, else the assumed
      * spread; a run that started on a busy machine allows at least what busy
@@ -102,7 +102,7 @@ shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread)
         return -1;
     const char *basis = rr.basis == SHP_RERUN_ASSUMED && busy ? "assumed busy"
                                                                : shp_rerun_basis_name(rr.basis);
-    PyObject *word = basis ? PyUnicode_InternFromString(basis) : NULL;
+    PyObject *word = basis ? PyUnicode_FromString(basis) : NULL;
     if (basis != NULL && word == NULL)
         return -1;
     s->rerun_low_ms = basis ? rr.lo : NAN;

@@ -375,6 +375,11 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
         goto error;
     if (shp_stats_apply_stability(s, &stab) < 0)
         goto error;
+    /* the scratch copy is done with: the rerun interval below takes its own,
+     * so the run never holds more than the samples and one copy (16 B a
+     * sample at its peak, performance.md) */
+    PyMem_Free(run->scratch);
+    run->scratch = NULL;
     double *buf = run->samples;
     if (run->cap > n) {
         double *shrunk = PyMem_Realloc(buf, (size_t)n * sizeof(double));

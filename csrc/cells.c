@@ -112,11 +112,9 @@ shp_cell_param(shp_Stats *s, PyObject *param)
 static int
 sizes_of(shp_Stats *s, Py_ssize_t nsamples, Py_ssize_t **sizes, Py_ssize_t *n)
 {
-    if (shp_counts_array(s->run_sizes, sizes, n) < 0)
+    Py_ssize_t total;
+    if (shp_counts_array(s->run_sizes, sizes, n, &total) < 0)
         return -1;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < *n; i++)
-        total += (*sizes)[i];
     if (*sizes != NULL && total != nsamples) {
         PyMem_Free(*sizes);
         *sizes = NULL;

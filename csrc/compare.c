@@ -146,7 +146,7 @@ keyword_state(PyObject *op)
         if (!f->keyword_only)
             continue;
         PyObject *v = shp_field_get(op, f);
-        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0) {
+        if (v == NULL || shp_dict_set(d, f->name, v) < 0) {
             Py_XDECREF(v);
             Py_DECREF(d);
             return NULL;
@@ -336,20 +336,22 @@ static int
 run_sizes_of(shp_Stats *s, Py_ssize_t n, const char *what, Py_ssize_t **sizes,
              Py_ssize_t *nruns)
 {
-    Py_ssize_t total = 0;
-    if (shp_counts_array(s->run_sizes, sizes, nruns) < 0)
+    Py_ssize_t total;
+    if (shp_counts_array(s->run_sizes, sizes, nruns, &total) < 0)
         return -1;
     if (*sizes == NULL) {
         *nruns = 1;
         return 0;
     }
-    for (Py_ssize_t i = 0; i < *nruns; i++)
-        total += (*sizes)[i];
     if (total != n) {
         PyMem_Free(*sizes);
         *sizes = NULL;
-        PyErr_Format(PyExc_ValueError, "compare_benchmarks(): %s.run_sizes add up to %zd, but it "
-                     "has %zd samples", what, total, n);
+        if (total < 0)
+            PyErr_Format(PyExc_ValueError, "compare_benchmarks(): %s.run_sizes add up to more "
+                         "than %zd, but it has %zd samples", what, PY_SSIZE_T_MAX, n);
+        else
+            PyErr_Format(PyExc_ValueError, "compare_benchmarks(): %s.run_sizes add up to %zd, "
+                         "but it has %zd samples", what, total, n);
         return -1;
     }
     return 0;

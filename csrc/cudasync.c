@@ -50,8 +50,8 @@ shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env)
             }
         }
     }
-    if (PyDict_SetItemString(env, "cuda_driver", driver) < 0
-        || PyDict_SetItemString(env, "gpu", gpu) < 0) {
+    if (shp_dict_set(env, "cuda_driver", driver) < 0
+        || shp_dict_set(env, "gpu", gpu) < 0) {
         goto done;
     }
     ret = 0;

@@ -93,7 +93,7 @@ set_from_module(PyObject *d, const char *key, const char *module, const char *at
         if (v == NULL)
             return -1;
     }
-    int rc = PyDict_SetItemString(d, key, v);
+    int rc = shp_dict_set(d, key, v);
     Py_DECREF(v);
     return rc;
 }
@@ -104,7 +104,7 @@ set_str(PyObject *d, const char *key, const char *val)
     PyObject *v = PyUnicode_DecodeUTF8(val, (Py_ssize_t)strlen(val), "replace");
     if (v == NULL)
         return -1;
-    int rc = PyDict_SetItemString(d, key, v);
+    int rc = shp_dict_set(d, key, v);
     Py_DECREF(v);
     return rc;
 }
@@ -136,7 +136,7 @@ set_file(PyObject *d, const char *key, const char *path)
 {
     char buf[256];
     if (!read_line(path, buf, sizeof(buf)))
-        return PyDict_SetItemString(d, key, Py_None);
+        return shp_dict_set(d, key, Py_None);
     return set_str(d, key, buf);
 }
 
@@ -179,14 +179,14 @@ add_machine(PyObject *d)
     PyObject *t = turbo();
     if (t == NULL)
         return -1;
-    int rc = PyDict_SetItemString(d, "turbo", t);
+    int rc = shp_dict_set(d, "turbo", t);
     Py_DECREF(t);
     if (rc < 0)
         return -1;
     if (gov[0] != '\0')
         rc = set_str(d, "cpu_governor", gov);
     else
-        rc = PyDict_SetItemString(d, "cpu_governor", Py_None);
+        rc = shp_dict_set(d, "cpu_governor", Py_None);
     if (rc < 0 || set_file(d, "aslr", "/proc/sys/kernel/randomize_va_space") < 0 ||
         set_file(d, "isolated_cpus", "/sys/devices/system/cpu/isolated") < 0)
         return -1;
@@ -293,7 +293,7 @@ build_static(void)
         set_from_module(d, "cpu_count", "os", "cpu_count", 1) < 0 ||
         set_from_module(d, "numpy", "numpy", "__version__", 0) < 0 ||
         set_str(d, "timer", shp_clock_name()) < 0 ||
-        PyDict_SetItemString(d, "timer_resolution_ns", res) < 0 || add_machine(d) < 0) {
+        shp_dict_set(d, "timer_resolution_ns", res) < 0 || add_machine(d) < 0) {
         Py_XDECREF(res);
         Py_DECREF(d);
         return NULL;
@@ -329,7 +329,7 @@ add_torch_from(PyObject *d, PyObject *torch)
         return shp_clear_unless_fatal();
     PyObject *s = PyObject_Str(v);
     Py_DECREF(v);
-    if (s == NULL || PyDict_SetItemString(d, "torch", s) < 0) {
+    if (s == NULL || shp_dict_set(d, "torch", s) < 0) {
         Py_XDECREF(s);
         return -1;
     }
@@ -339,7 +339,7 @@ add_torch_from(PyObject *d, PyObject *torch)
     Py_XDECREF(version);
     if (cuda == NULL)
         return shp_clear_unless_fatal();
-    int rc = PyDict_SetItemString(d, "torch_cuda", cuda);
+    int rc = shp_dict_set(d, "torch_cuda", cuda);
     Py_DECREF(cuda);
     return rc;
 }
@@ -353,7 +353,7 @@ add_process_peak(PyObject *d)
     PyObject *v = b >= 0 ? PyFloat_FromDouble((double)b / SHP_MIB) : Py_NewRef(Py_None);
     if (v == NULL)
         return -1;
-    int rc = PyDict_SetItemString(d, "process_peak_rss_mb", v);
+    int rc = shp_dict_set(d, "process_peak_rss_mb", v);
     Py_DECREF(v);
     return rc;
 }
@@ -365,7 +365,7 @@ set_real(PyObject *d, const char *key, double x)
     PyObject *v = isnan(x) ? Py_NewRef(Py_None) : PyFloat_FromDouble(x);
     if (v == NULL)
         return -1;
-    int rc = PyDict_SetItemString(d, key, v);
+    int rc = shp_dict_set(d, key, v);
     Py_DECREF(v);
     return rc;
 }

@@ -102,7 +102,7 @@ set_counts(PyObject *self, const shp_field *f, PyObject *value)
     PyObject *seq = PySequence_Tuple(value);
     if (seq == NULL)
         return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), total = 0;
     PyObject *out = n > 0 ? PyTuple_New(n) : NULL;
     if (n == 0)
         PyErr_Format(PyExc_ValueError, "%s.%s must not be empty", tn, f->name);
@@ -111,6 +111,11 @@ set_counts(PyObject *self, const shp_field *f, PyObject *value)
         int rc = as_count(self, f, PyTuple_GET_ITEM(seq, i), &c);   /* held by seq */
         if (rc == 0 && c < 1) {
             PyErr_Format(PyExc_ValueError, "%s.%s must hold counts >= 1, got %zd", tn, f->name, c);
+            rc = -1;
+        }
+        if (rc == 0 && shp_size_add(total, c, &total) < 0) {
+            PyErr_Format(PyExc_ValueError, "%s.%s must add up to at most %zd samples", tn,
+                         f->name, PY_SSIZE_T_MAX);
             rc = -1;
         }
         PyObject *num = rc < 0 ? NULL : PyLong_FromSsize_t(c);
@@ -127,10 +132,11 @@ set_counts(PyObject *self, const shp_field *f, PyObject *value)
 }
 
 int
-shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n)
+shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n, Py_ssize_t *total)
 {
     *out = NULL;
     *n = 0;
+    *total = 0;
     if (tuple == NULL)
         return 0;
     Py_ssize_t m = PyTuple_GET_SIZE(tuple);
@@ -145,6 +151,8 @@ shp_counts_array(PyObject *tuple, Py_ssize_t **out, Py_ssize_t *n)
             PyMem_Free(a);
             return -1;
         }
+        if (*total >= 0 && shp_size_add(*total, a[i], total) < 0)
+            *total = -1;
     }
     *out = a;
     *n = m;
@@ -576,7 +584,7 @@ shp_fields_dict(PyObject *self, const shp_field *fields, int rounded)
         return NULL;
     for (const shp_field *f = fields; f->name != NULL; f++) {
         PyObject *v = shp_field_export(self, f, rounded);
-        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0) {
+        if (v == NULL || shp_dict_set(d, f->name, v) < 0) {
             Py_XDECREF(v);
             Py_DECREF(d);
             return NULL;

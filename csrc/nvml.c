@@ -396,7 +396,7 @@ put(PyObject *d, const char *key, long long value, double scale)
                                  : PyFloat_FromDouble((double)value / scale);
     if (v == NULL)
         return -1;
-    int rc = PyDict_SetItemString(d, key, v);
+    int rc = shp_dict_set(d, key, v);
     Py_DECREF(v);
     return rc;
 }
@@ -413,7 +413,7 @@ shp_nvml_watch_dict(const shp_nvml_watch *w)
     else
         (void)snprintf(why, sizeof why, "available");
     v = PyUnicode_FromString(why);
-    if (v == NULL || PyDict_SetItemString(d, "nvml", v) < 0)
+    if (v == NULL || shp_dict_set(d, "nvml", v) < 0)
         goto error;
     Py_CLEAR(v);
     double move = -1;
@@ -425,7 +425,7 @@ shp_nvml_watch_dict(const shp_nvml_watch *w)
         put(d, "sm_clock_mhz_max", w->clock_max, 1) < 0)
         goto error;
     v = move < 0 ? PyUnicode_FromString("not available") : PyFloat_FromDouble(move);
-    if (v == NULL || PyDict_SetItemString(d, "sm_clock_change_pct", v) < 0)
+    if (v == NULL || shp_dict_set(d, "sm_clock_change_pct", v) < 0)
         goto error;
     Py_CLEAR(v);
     if (w->reasons_ok) {
@@ -444,7 +444,7 @@ shp_nvml_watch_dict(const shp_nvml_watch *w)
     else {
         v = PyUnicode_FromString("not available");
     }
-    if (v == NULL || PyDict_SetItemString(d, "throttle_reasons", v) < 0)
+    if (v == NULL || shp_dict_set(d, "throttle_reasons", v) < 0)
         goto error;
     Py_CLEAR(v);
     if (put(d, "temperature_c_start", w->temp_start, 1) < 0 ||

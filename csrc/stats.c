@@ -338,7 +338,7 @@ Stats_get_flags(PyObject *op, void *closure)
     int n = shp_stats_flags((shp_Stats *)op, labels);
     PyObject *t = PyTuple_New(n);
     for (int i = 0; t != NULL && i < n; i++) {
-        PyObject *s = PyUnicode_InternFromString(labels[i]);
+        PyObject *s = PyUnicode_FromString(labels[i]);
         if (s == NULL)
             Py_CLEAR(t);
         else
@@ -391,7 +391,7 @@ stats_dict(shp_Stats *self, int rounded, int with_samples)
     if (d == NULL || !with_samples || self->samples == NULL)
         return d;
     PyObject *l = samples_list(self);
-    if (l == NULL || PyDict_SetItemString(d, "samples_ms", l) < 0) {
+    if (l == NULL || shp_dict_set(d, "samples_ms", l) < 0) {
         Py_XDECREF(l);
         Py_DECREF(d);
         return NULL;

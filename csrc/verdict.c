@@ -144,7 +144,11 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     out->center = NAN;
     out->sampling = NAN;
     out->dfw = 0.0;
-    double *scratch = PyMem_Malloc((size_t)(n + nruns + SHP_MAX_BLOCKS + 1) * sizeof(double));
+    Py_ssize_t len;
+    double *scratch = shp_size_add(n, nruns, &len) == 0 &&
+                              shp_size_add(len, SHP_MAX_BLOCKS + 1, &len) == 0 &&
+                              (size_t)len <= PY_SSIZE_T_MAX / sizeof(double)
+                          ? PyMem_Malloc((size_t)len * sizeof(double)) : NULL;
     if (scratch == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -155,7 +159,7 @@ shp_level_estimate(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ss
     int positive = 1;
     for (Py_ssize_t r = 0; r < nruns; r++) {
         Py_ssize_t m = sizes[r];
-        if (m < 1 || off + m > n) {
+        if (m < 1 || m > n - off) {
             PyMem_Free(scratch);
             PyErr_Format(PyExc_ValueError,
                          "run_sizes must be positive and add up to the %zd samples", n);
@@ -381,8 +385,13 @@ shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
         ma = sizes_a[r] > ma ? sizes_a[r] : ma;
         mb = sizes_b[r] > mb ? sizes_b[r] : mb;
     }
-    Py_ssize_t m = ma > mb ? ma : mb;
-    double *d = PyMem_Malloc((size_t)(2 * rounds + m + 1) * sizeof(double));
+    Py_ssize_t m = ma > mb ? ma : mb, len;
+    /* the caller checked that each side's sizes add up to its samples: m and
+     * rounds are at most the samples held; the sum is checked all the same */
+    double *d = shp_size_add(rounds, rounds, &len) == 0 && shp_size_add(len, m, &len) == 0 &&
+                        shp_size_add(len, 1, &len) == 0 &&
+                        (size_t)len <= PY_SSIZE_T_MAX / sizeof(double)
+                    ? PyMem_Malloc((size_t)len * sizeof(double)) : NULL;
     if (d == NULL) {
         PyErr_NoMemory();
         return -1;

@@ -149,7 +149,7 @@ shp_diag_object(shp_diag *d, const char *key, PyObject *value)
         Py_DECREF(value);
         return -1;
     }
-    int rc = PyDict_SetItemString(d->attrs, key, value);
+    int rc = shp_dict_set(d->attrs, key, value);
     Py_DECREF(value);
     return rc;
 }
@@ -412,28 +412,20 @@ shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats)
     w = cls ? PyObject_CallOneArg(cls, msg) : NULL;
     if (w == NULL)
         goto done;
-    PyObject *causes_t = PyList_AsTuple(labels);
-    if (causes_t == NULL || PyObject_SetAttrString(w, "causes", causes_t) < 0 ||
-        PyObject_SetAttrString(w, "benchmark", name != NULL ? name : Py_None) < 0 ||
-        PyObject_SetAttrString(w, "stats", stats != NULL ? stats : Py_None) < 0) {
-        Py_XDECREF(causes_t);
+    /* the attributes go into the instance's __dict__ under plain keys:
+     * setattr would intern names that die with the warning (shp_dict_set
+     * says why).  The class is ours: no descriptor stands in the way. */
+    PyObject *causes_t = PyList_AsTuple(labels), *wd = NULL;
+    if (causes_t != NULL)
+        wd = PyObject_GenericGetDict(w, NULL);
+    int bad = wd == NULL || shp_dict_set(wd, "causes", causes_t) < 0 ||
+              shp_dict_set(wd, "benchmark", name != NULL ? name : Py_None) < 0 ||
+              shp_dict_set(wd, "stats", stats != NULL ? stats : Py_None) < 0 ||
+              (d->attrs != NULL && PyDict_Update(wd, d->attrs) < 0);
+    Py_XDECREF(wd);
+    Py_XDECREF(causes_t);
+    if (bad)
         goto done;
-    }
-    Py_DECREF(causes_t);
-    if (d->attrs != NULL) {
-        /* our own dict of str keys: its order and items do not move under us,
-         * but the attribute sets may run code (a subclass of ours is not
-         * possible here: the class is ours) */
-        PyObject *items = PyDict_Items(d->attrs);
-        for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
-            PyObject *kv = PyList_GET_ITEM(items, i);
-            if (PyObject_SetAttr(w, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1)) < 0)
-                Py_CLEAR(items);
-        }
-        if (items == NULL)
-            goto done;
-        Py_DECREF(items);
-    }
     /* warnings.warn(w, stacklevel=level): the filters, the registry, and the
      * location of the user's frame, as for a warning raised in Python */
     PyObject *mod = PyImport_ImportModule("warnings");
@@ -480,7 +472,7 @@ shp_warning_texts(PyObject *module, PyObject *entry)
     PyObject *d = PyDict_New();
     for (int c = 0; d != NULL && c < SHP_N_CAUSES; c++) {
         PyObject *text = fill(causes[c].text, names);
-        if (text == NULL || PyDict_SetItemString(d, causes[c].cls, text) < 0)
+        if (text == NULL || shp_dict_set(d, causes[c].cls, text) < 0)
             Py_CLEAR(d);
         Py_XDECREF(text);
     }
@@ -497,7 +489,7 @@ shp_suppressed_warnings(PyObject *module, PyObject *unused)
         if (st->suppressed[c] == 0)
             continue;
         PyObject *n = PyLong_FromSsize_t(st->suppressed[c]);
-        if (n == NULL || PyDict_SetItemString(d, shp_cause_label((shp_cause)c), n) < 0)
+        if (n == NULL || shp_dict_set(d, shp_cause_label((shp_cause)c), n) < 0)
             Py_CLEAR(d);
         Py_XDECREF(n);
     }
