@@ -15,6 +15,11 @@ count; the track_ram=False row, which does no reset, cross-checks that.
 Targets at N = 1,000,000: ours <= 16 MiB (8 bytes a sample plus one copy)
 and ours' wall time <= 0.5 x the pure-Python harness's (median of the
 per-round ratios, the children of one round run back to back).
+
+And what a loop of calls keeps (issue 30): in a fresh child, 200 warm calls,
+then 3,000 calls of benchmark_callable(lambda: None, num_iters=2) under
+tracemalloc, warnings ignored; the traced growth after a collection.  Target:
+under 200 kB (a 0.96 MB step of the intern table came at call ~2,000 on 3.11).
 """
 import gc
 import json
@@ -28,6 +33,8 @@ from _common import Figure, median, print_details, run_child, run_script
 MIB = 2**20
 TARGET_MIB = 16.0
 TARGET_WALL = 0.5
+LOOP_CALLS = 3000
+TARGET_LOOP_KB = 200.0
 
 
 def _status_kib(key):
@@ -80,8 +87,29 @@ def child(which, n):
     print(json.dumps({"growth": max(growth, 0), "wall": wall, "method": method}))
 
 
+def loop_child(calls):
+    from _common import ensure_importable
+    ensure_importable()
+    import tracemalloc
+    import warnings
+    warnings.simplefilter("ignore")
+    from spatialhub.utils.profiling import benchmark_callable
+
+    f = lambda: None  # noqa: E731
+    for _ in range(200):
+        benchmark_callable(f, num_iters=2, num_warmup=0, track_ram=False)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(calls):
+        benchmark_callable(f, num_iters=2, num_warmup=0, track_ram=False)
+    gc.collect()
+    print(json.dumps({"kept": tracemalloc.get_traced_memory()[0] - before}))
+
+
 def _measure(which, n):
-    p = run_child([os.path.abspath(__file__), "--child", which, str(n)])
+    p = run_child([os.path.abspath(__file__), "--loop-child" if which == "loop" else "--child",
+                   *([] if which == "loop" else [which]), str(n)])
     if p.returncode != 0:
         raise RuntimeError(f"memory child {which} failed ({p.returncode}): {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -114,7 +142,12 @@ def run(quick=False):
                   f"(median of {rounds}; peak from {'/'.join(sorted(methods))})",
                   ["harness", "peak RSS growth", "bytes / iteration", "wall time of the call"], rows)
     tgt = f"<= {budget:.2f} MiB" + ("" if not quick else " (scaled)")
+    calls = 300 if quick else LOOP_CALLS
+    kept = _measure("loop", calls)["kept"] / 1000.0
+    print(f"   a loop of {calls:,} calls kept {kept:.1f} kB (tracemalloc)")
     return [
+        Figure("2 memory", f"kept by a loop of {calls:,} calls (tracemalloc)", f"{kept:.1f} kB",
+               f"< {TARGET_LOOP_KB:.0f} kB", kept < TARGET_LOOP_KB),
         Figure("2 memory", f"peak RSS growth, ours, {n:,} iterations", f"{g['ours']:.2f} MiB", tgt,
                g["ours"] <= budget),
         Figure("2 memory", "peak RSS growth, ours track_ram=False / pure-Python",
@@ -127,5 +160,7 @@ def run(quick=False):
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--loop-child":
+        loop_child(int(sys.argv[2]))
     else:
         raise SystemExit(run_script(run))

@@ -9,7 +9,6 @@
  * samples_ms without a copy.
  */
 #include "profiling.h"
-
 #include <math.h>
 #include <string.h>
 
@@ -58,7 +57,9 @@ as_count(PyObject *v, const char *param, Py_ssize_t min, Py_ssize_t *out, int hu
         Py_DECREF(idx);
         return -1;
     }
-    if (overflow > 0 || n > (long long)(PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(double)))) {
+    Py_ssize_t bytes;   /* the samples and their working copy (loop.c) */
+    if (overflow > 0 || n > (long long)PY_SSIZE_T_MAX ||
+        shp_size_mul((Py_ssize_t)n, 2 * sizeof(double), &bytes) < 0) {
         if (huge_is_memory)
             PyErr_Format(PyExc_MemoryError,
                          FN ": %s=%S needs more memory for its samples than this process can "
@@ -375,10 +376,7 @@ make_stats(shp_state *st, bench_opts *o, shp_call *p, shp_run *run, int64_t ram_
         goto error;
     if (shp_stats_apply_stability(s, &stab) < 0)
         goto error;
-    /* the scratch copy is done with: the rerun interval below takes its own,
-     * so the run never holds more than the samples and one copy (16 B a
-     * sample at its peak, performance.md) */
-    PyMem_Free(run->scratch);
+    PyMem_Free(run->scratch);   /* the rerun interval takes its own copy: 16 B a sample */
     run->scratch = NULL;
     double *buf = run->samples;
     if (run->cap > n) {

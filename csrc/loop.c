@@ -60,9 +60,9 @@ vram_sample(shp_call *p, shp_run *run)
 static int
 grow(shp_run *run, shp_hwm_window *ram)
 {
-    Py_ssize_t ncap = run->cap * 2;
-    if (ncap > run->max_iters)
-        ncap = run->max_iters;
+    Py_ssize_t ncap;
+    if (shp_size_mul(run->cap, 2, &ncap) < 0 || ncap > run->max_iters)
+        ncap = run->max_iters;   /* bench.c checked that max_iters samples fit */
     int64_t before = ram ? shp_rss_bytes() : 0;
     double *s = PyMem_Realloc(run->samples, (size_t)ncap * sizeof(double));
     if (s == NULL)

@@ -354,10 +354,9 @@ static PyMethodDef shp_methods[] = {
      ">>> isinstance(suppressed_warnings(), dict)\n"
      "True"},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
-    {"_warning_texts", shp_warning_texts, METH_O,
-     "_warning_texts(entry) -> dict\n\nTest hook: every cause's text as said to a user of "
-     "entry ('benchmark_callable', 'benchmark_onnx', 'profile_model', 'compare_callables', "
-     "'cli')."},
+    {"_warning_texts", shp_warning_texts, METH_NOARGS,
+     "_warning_texts() -> dict\n\nTest hook: every cause's text with the remedy words in "
+     "effect (remedy_words())."},
     {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},
@@ -535,6 +534,7 @@ shp_traverse(PyObject *m, visitproc visit, void *arg)
         Py_VISIT(st->cause_class[c]);
     Py_VISIT(st->combined_classes);
     Py_VISIT(st->package_dir);
+    Py_VISIT(st->words);
     return 0;
 }
 
@@ -561,6 +561,7 @@ shp_clear(PyObject *m)
         Py_CLEAR(st->cause_class[c]);
     Py_CLEAR(st->combined_classes);
     Py_CLEAR(st->package_dir);
+    Py_CLEAR(st->words);
     return 0;
 }
 

@@ -461,6 +461,7 @@ typedef struct {
     PyObject *cause_class[SHP_N_CAUSES];   /* NoisyWarning, ... (BenchmarkWarning's subclasses) */
     PyObject *combined_classes;     /* dict: cause mask -> the class of several causes */
     PyObject *package_dir;          /* str: this package's directory + separator, or NULL */
+    PyObject *words;                /* ContextVar: the remedy words of the interface in use */
     int busy_said;                  /* the busy machine was said and has not cleared since */
     Py_ssize_t suppressed[SHP_N_CAUSES];   /* repeats not said, per cause */
     /* instruction counts (callgrind.c, counters.c) */
@@ -1505,10 +1506,9 @@ int shp_warn_init(PyObject *m, shp_state *st);
 PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
 /* suppressed_warnings(): {label: count} of the repeats not said. */
 PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
-/* Test hook _warning_texts(entry): {class name: text} as said to a user of
- * `entry` ("benchmark_callable", "benchmark_onnx", "profile_model",
- * "compare_callables", "cli"). */
-PyObject *shp_warning_texts(PyObject *module, PyObject *entry);
+/* Test hook _warning_texts(): {class name: text} with the remedy words in
+ * effect (the context's _remedy_words, else benchmark_callable's). */
+PyObject *shp_warning_texts(PyObject *module, PyObject *unused);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
 

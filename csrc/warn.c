@@ -9,9 +9,9 @@
  * whose class is the cause's subclass of BenchmarkWarning (a combination of
  * them when there are several, so filtering by any one class still works),
  * and whose location is the user's own line: the frames of this package
- * between the user and the C call are skipped.  Each remedy names a
- * parameter of the function the user called (num_warmup= of
- * benchmark_callable, warmup= of benchmark_onnx, --warmup of the CLI).
+ * between the user and the C call are skipped.  Each remedy names what the
+ * user can change in the interface they called: the caller passes those
+ * words down (words_in_effect); no name on the stack is read.
  * Conditions of the machine rather than of the benchmark (a busy machine)
  * are said once per process until they clear; the repeats are counted.
  *
@@ -36,7 +36,7 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "the samples spread widely for this median (stats.iqr_ms, stats.cv), so it is "
         "uncertain and a verdict on it needs more runs. Remedy: more iterations (raise {iters}), "
         "threads pinned (taskset, torch.set_num_threads) or a quieter machine; for an A/B "
-        "question, compare_callables"},
+        "question, {compare}"},
     [SHP_CAUSE_MULTIMODAL] = {"MultimodalWarning",
         "The samples form two groups that one median does not describe.",
         "the samples form two groups that one median does not describe (warning.mode_low_ms, "
@@ -54,7 +54,7 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "other processes used much of the CPUs when the run started (warning.load_average, "
         ".others_cpu_share; stats.machine_busy); figures and verdicts may not hold. Said "
         "once per process while the machine stays busy. Remedy: stop the other jobs or "
-        "isolate CPUs (taskset), and compare with compare_callables, which cancels what "
+        "isolate CPUs (taskset), and compare with {compare}, which cancels what "
         "the neighbours do"},
     [SHP_CAUSE_LAUNCH_BOUND] = {"LaunchBoundWarning",
         "The host's launch path, not the device, set the time.",
@@ -121,16 +121,19 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "(spatialhub-bench --instructions, pytest --benchmark-instructions)"},
 };
 
-/* The parameter names of the function the user called, for the remedies. */
+/* The words of a remedy: what the user can change in the interface they
+ * called (its parameters, the CLI's flags, the plugin's options).  Each caller
+ * passes its own down as data (the context variable _native._remedy_words, a
+ * tuple of four str, set by the package's remedy_words()); a call made
+ * directly gets benchmark_callable's. */
 typedef struct {
-    const char *warmup, *iters, *repeat;
+    const char *warmup, *iters, *repeat, *compare;
 } entry_names;
 
+#define N_WORDS 4
 static const entry_names for_callable = {
-    "num_warmup", "num_iters", "repetitions in fresh processes (benchmark_repeated)"};
-static const entry_names for_models = {"warmup", "iters", "a second run of the script"};
-static const entry_names for_cli = {"--warmup", "--iters", "--processes"};
-static const entry_names for_compare = {"num_warmup", "rounds", "a second comparison"};
+    "num_warmup", "num_iters", "repetitions in fresh processes (benchmark_repeated)",
+    "compare_callables"};
 
 /* ---- collecting ---------------------------------------------------------- */
 
@@ -215,6 +218,14 @@ shp_warn_init(PyObject *m, shp_state *st)
     st->combined_classes = PyDict_New();
     if (st->combined_classes == NULL)
         return -1;
+    st->words = PyContextVar_New("spatialhub.utils.profiling.remedy_words", NULL);
+    if (st->words == NULL)
+        return -1;
+    Py_INCREF(st->words);   /* PyModule_AddObjectRef is 3.10+ */
+    if (PyModule_AddObject(m, "_remedy_words", st->words) < 0) {
+        Py_DECREF(st->words);
+        return -1;
+    }
     /* where this package's own frames are, to skip them (__file__ is set
      * before an extension's exec slot runs; without it nothing is skipped) */
     PyObject *file = PyModule_GetFilenameObject(m);
@@ -276,16 +287,6 @@ class_for(shp_state *st, unsigned mask)
 
 /* ---- where the user is --------------------------------------------------- */
 
-/* 1 if str s ends with suffix. */
-static int
-ends_with(PyObject *s, const char *suffix)
-{
-    PyObject *t = PyUnicode_FromString(suffix);
-    int r = t != NULL && PyUnicode_Tailmatch(s, t, 0, PY_SSIZE_T_MAX, 1) == 1;
-    Py_XDECREF(t);
-    return r;
-}
-
 /* 1 if the code object's file lies in this package's directory. */
 static int
 in_package(shp_state *st, PyObject *code)
@@ -301,40 +302,19 @@ in_package(shp_state *st, PyObject *code)
 }
 
 /* The stacklevel of the user's innermost frame (1: the caller of the C
- * function), skipping this package's frames, and which of our functions the
- * user called (the outermost of those frames).  Never fails. */
+ * function), skipping this package's frames.  Never fails. */
 static int
-user_frame(shp_state *st, const entry_names **names)
+user_frame(shp_state *st)
 {
-    *names = &for_callable;
     PyFrameObject *f = PyEval_GetFrame();   /* borrowed */
     Py_XINCREF(f);
     int level = 1;
     while (f != NULL) {
         PyObject *code = (PyObject *)PyFrame_GetCode(f);
-        if (!in_package(st, code)) {
-            Py_DECREF(code);
-            break;
-        }
-        PyObject *fn = PyObject_GetAttrString(code, "co_name");
-        PyObject *file = PyObject_GetAttrString(code, "co_filename");
-        PyErr_Clear();
-        if (fn != NULL && PyUnicode_Check(fn)) {
-            if (PyUnicode_CompareWithASCIIString(fn, "benchmark_onnx") == 0 ||
-                PyUnicode_CompareWithASCIIString(fn, "profile_model") == 0)
-                *names = &for_models;
-            else if (PyUnicode_CompareWithASCIIString(fn, "compare_callables") == 0)
-                *names = &for_compare;
-            else if (PyUnicode_CompareWithASCIIString(fn, "sweep") == 0 ||
-                     PyUnicode_CompareWithASCIIString(fn, "benchmark_repeated") == 0)
-                *names = &for_callable;
-        }
-        if (file != NULL && PyUnicode_Check(file) &&
-            (ends_with(file, "cli.py") || ends_with(file, "__main__.py")))
-            *names = &for_cli;
-        Py_XDECREF(fn);
-        Py_XDECREF(file);
+        int ours = in_package(st, code);
         Py_DECREF(code);
+        if (!ours)
+            break;
         PyFrameObject *back = PyFrame_GetBack(f);   /* new reference, or NULL */
         Py_DECREF(f);
         f = back;
@@ -344,14 +324,48 @@ user_frame(shp_state *st, const entry_names **names)
     return level;
 }
 
-/* text with {warmup} {iters} {repeat} replaced.  New str. */
+/* The words in effect: the context's (a tuple of N_WORDS str), else
+ * benchmark_callable's.  *hold keeps the tuple alive while the pointers are
+ * used (Py_XDECREF it after).  Never fails: a malformed value reads as unset. */
+static void
+words_in_effect(shp_state *st, entry_names *out, PyObject **hold)
+{
+    *out = for_callable;
+    *hold = NULL;
+    PyObject *v = NULL;
+    if (st->words == NULL || PyContextVar_Get(st->words, NULL, &v) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    if (v == NULL)
+        return;
+    const char *w[N_WORDS];
+    int ok = PyTuple_Check(v) && PyTuple_GET_SIZE(v) == N_WORDS;
+    for (Py_ssize_t i = 0; ok && i < N_WORDS; i++) {
+        PyObject *item = PyTuple_GET_ITEM(v, i);
+        w[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        ok = w[i] != NULL;
+    }
+    PyErr_Clear();
+    if (!ok) {
+        Py_DECREF(v);
+        return;
+    }
+    out->warmup = w[0];
+    out->iters = w[1];
+    out->repeat = w[2];
+    out->compare = w[3];
+    *hold = v;
+}
+
+/* text with {warmup} {iters} {repeat} {compare} replaced.  New str. */
 static PyObject *
 fill(const char *text, const entry_names *names)
 {
     PyObject *s = PyUnicode_FromString(text);
-    const char *keys[3] = {"{warmup}", "{iters}", "{repeat}"};
-    const char *vals[3] = {names->warmup, names->iters, names->repeat};
-    for (int i = 0; s != NULL && i < 3; i++) {
+    const char *keys[N_WORDS] = {"{warmup}", "{iters}", "{repeat}", "{compare}"};
+    const char *vals[N_WORDS] = {names->warmup, names->iters, names->repeat, names->compare};
+    for (int i = 0; s != NULL && i < N_WORDS; i++) {
         PyObject *k = PyUnicode_FromString(keys[i]), *v = PyUnicode_FromString(vals[i]);
         PyObject *r = k && v ? PyUnicode_Replace(s, k, v, -1) : NULL;
         Py_XDECREF(k);
@@ -381,8 +395,11 @@ shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats)
         shp_diag_clear(d);
         return 0;
     }
-    const entry_names *names;
-    int level = user_frame(st, &names);
+    entry_names words;
+    PyObject *hold_words = NULL;
+    int level = user_frame(st);
+    words_in_effect(st, &words, &hold_words);
+    const entry_names *names = &words;
     PyObject *head = name != NULL ? PyUnicode_FromFormat("benchmark %R:", name)
                                   : PyUnicode_FromString("benchmark:");
     PyObject *lines = PyList_New(0), *cls = NULL, *w = NULL, *msg = NULL, *labels = NULL;
@@ -442,6 +459,7 @@ shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats)
     Py_DECREF(r);
     rc = 0;
 done:
+    Py_XDECREF(hold_words);
     Py_XDECREF(head);
     Py_XDECREF(lines);
     Py_XDECREF(labels);
@@ -453,29 +471,21 @@ done:
 }
 
 PyObject *
-shp_warning_texts(PyObject *module, PyObject *entry)
+shp_warning_texts(PyObject *module, PyObject *unused)
 {
-    (void)module;
-    static const struct { const char *name; const entry_names *names; } entries[] = {
-        {"benchmark_callable", &for_callable}, {"benchmark_onnx", &for_models},
-        {"profile_model", &for_models}, {"compare_callables", &for_compare},
-        {"cli", &for_cli},
-    };
-    const entry_names *names = NULL;
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-        if (PyUnicode_Check(entry) && PyUnicode_CompareWithASCIIString(entry, entries[i].name) == 0)
-            names = entries[i].names;
-    if (names == NULL)
-        return shp_arg_value_error("_warning_texts()", "entry", "benchmark_callable, "
-                                   "benchmark_onnx, profile_model, compare_callables or cli",
-                                   entry), NULL;
+    (void)unused;
+    shp_state *st = PyModule_GetState(module);
+    entry_names names;
+    PyObject *hold;
+    words_in_effect(st, &names, &hold);
     PyObject *d = PyDict_New();
     for (int c = 0; d != NULL && c < SHP_N_CAUSES; c++) {
-        PyObject *text = fill(causes[c].text, names);
+        PyObject *text = fill(causes[c].text, &names);
         if (text == NULL || shp_dict_set(d, causes[c].cls, text) < 0)
             Py_CLEAR(d);
         Py_XDECREF(text);
     }
+    Py_XDECREF(hold);
     return d;
 }
 

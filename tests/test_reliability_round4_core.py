@@ -184,3 +184,43 @@ def test_a_million_iterations_peak_at_two_doubles_a_sample():
     grew = int(p.stdout.split()[-1])
     # 16,000,000 bytes of buffers, plus page granularity and the result's small objects
     assert grew <= 17.0 * 2**20, f"{grew / 2**20:.1f} MiB for 1,000,000 samples"
+
+
+# ---- remedies in the words of the interface the user called ---------------------------
+
+def test_the_pytest_fixture_passes_its_own_words_down(tmp_path):
+    """Under pytest the remedies named num_iters, num_warmup and benchmark_repeated, which
+    the fixture does not take: the fixture now passes the plugin's option names down, and
+    the core composes every remedy from them."""
+    import subprocess
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent("""
+        from spatialhub.utils.profiling import _native, _words
+        seen = []
+
+        def test_words(benchmark):
+            benchmark(lambda: seen.append((_words.current(), _native._warning_texts())))
+            # (the call that gives benchmark() its return value is made outside the run)
+            timed = [texts for words, texts in seen if words == _words.PYTEST]
+            assert len(timed) >= 5, [w for w, _ in seen][:3]
+            said = " ".join(timed[0].values())
+            assert "raise --benchmark-min-rounds" in said
+            assert "num_iters" not in said and "num_warmup" not in said
+            assert "benchmark_repeated" not in said
+    """))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:benchmark", "--benchmark-max-time=0.05",
+                        "--benchmark-reference=off"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+
+
+def test_a_direct_call_keeps_benchmark_callables_words_and_a_nested_one_its_callers():
+    from spatialhub.utils.profiling import _words
+
+    assert "raise num_iters" in _native._warning_texts()["NoisyWarning"]
+    with _words.remedy_words(_words.CLI):
+        assert "raise --iters" in _native._warning_texts()["NoisyWarning"]
+        with _words.remedy_words(_words.MODELS):
+            assert "raise iters" in _native._warning_texts()["NoisyWarning"]
+        assert "raise --iters" in _native._warning_texts()["NoisyWarning"]
+    assert _words.current() == _words.CALLABLE

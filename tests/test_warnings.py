@@ -69,26 +69,58 @@ def test_a_class_filter_silences_its_cause():
 
 def test_texts_are_fixed_and_name_the_callers_arguments():
     """No number, placeholder or exponent in any text; {warmup} / {iters} name a parameter
-    of the function the user called."""
+    of the function the user called, a flag of the CLI, an option of the plugin."""
+    from spatialhub.utils.profiling import _words
+    from spatialhub.utils.profiling.pytest_plugin.options import add_options
+
+    class Parser:   # the plugin's option names, as pytest would register them
+        names = set()
+
+        def getgroup(self, name):
+            return self
+
+        def addoption(self, *names, **kw):
+            Parser.names.update(names)
+
+    add_options(Parser())
+    import argparse
+    from spatialhub.utils.profiling.cli import build_parser
+    cli_flags = {o for a in build_parser()._actions for o in a.option_strings}
     params = {
-        "benchmark_callable": inspect.signature(prof.benchmark_callable).parameters,
-        "benchmark_onnx": inspect.signature(prof.benchmark_onnx).parameters,
-        "profile_model": inspect.signature(prof.profile_model).parameters,
-        "compare_callables": inspect.signature(prof.compare_callables).parameters,
+        _words.CALLABLE: inspect.signature(prof.benchmark_callable).parameters,
+        _words.MODELS: set(inspect.signature(prof.benchmark_onnx).parameters)
+        & set(inspect.signature(prof.profile_model).parameters),
+        _words.COMPARE: inspect.signature(prof.compare_callables).parameters,
+        _words.CLI: cli_flags,
+        _words.PYTEST: Parser.names,
     }
-    for entry in list(params) + ["cli"]:
-        texts = _native._warning_texts(entry)
+    for words, known in params.items():
+        with _words.remedy_words(words):
+            texts = _native._warning_texts()
         assert sorted(texts) == sorted(CAUSES)
         for cls, text in texts.items():
-            assert "{" not in text and "?" not in text, (entry, cls, text)
-            assert not re.search(r"\de[+-]\d", text), (entry, cls, text)
-            for named in re.findall(r"(?:raise|set) ((?:--)?[a-z_]+)", text):
-                if entry == "cli":
-                    assert named in ("--warmup", "--iters"), (cls, named)
-                else:
-                    assert named in params[entry], (entry, cls, named)
-    assert "raise warmup" in _native._warning_texts("profile_model")["DriftingWarning"]
-    assert "raise num_warmup" in _native._warning_texts("benchmark_callable")["DriftingWarning"]
+            assert "{" not in text and "?" not in text, (words, cls, text)
+            assert not re.search(r"\de[+-]\d", text), (words, cls, text)
+            for named in re.findall(r"(?:raise|set) ((?:--)?[a-z_-]+)", text):
+                assert named in known, (words, cls, named)
+    assert "raise num_warmup" in _native._warning_texts()["DriftingWarning"]
+    with _words.remedy_words(_words.MODELS):
+        assert "raise warmup" in _native._warning_texts()["DriftingWarning"]
+    with _words.remedy_words(_words.PYTEST):
+        t = _native._warning_texts()
+    assert "raise --benchmark-warmup-iterations" in t["DriftingWarning"]
+    said = " ".join(t.values())
+    assert not re.search(r"num_warmup|num_iters|benchmark_repeated|compare_callables", said)
+
+
+def test_no_c_string_matches_a_python_name_of_the_package():
+    """The core takes its words from its callers (remedy_words), never from the stack:
+    no function or file name of the package is compared in warn.c."""
+    import pathlib
+    src = (pathlib.Path(__file__).resolve().parents[1] / "csrc" / "warn.c").read_text()
+    for name in ('"benchmark_onnx"', '"profile_model"', '"sweep"',
+                 '"benchmark_repeated"', '"cli.py"', '"__main__.py"', "co_name"):
+        assert name not in src, name
 
 
 def _script(code, tmp_path):

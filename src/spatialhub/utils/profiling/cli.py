@@ -20,6 +20,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
 PROG = "spatialhub-bench"
@@ -794,7 +795,8 @@ def main(argv=None):
     try:
         warnings.showwarning = run_warning
         before = suppressed_warnings()
-        status = _main(a)
+        with remedy_words(CLI):
+            status = _main(a)
         repeats = {k: n - before.get(k, 0) for k, n in suppressed_warnings().items()}
         repeats = {k: n for k, n in repeats.items() if n > 0}
         if repeats:

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._words import MODELS, remedy_words
 from .sweeps import SweepResult
 
 if TYPE_CHECKING:   # onnxruntime is optional and untyped: these read as Any
@@ -221,8 +222,9 @@ def benchmark_onnx(model: Model, inputs: Inputs | None = None,
                     f"benchmark_onnx: {prov} runs on CUDA, but the native core could not load the "
                     f"CUDA driver for a device sync; pass sync_fn=... (e.g. torch.cuda.synchronize)"
                 )
-        stats = benchmark_callable(sess.run, None, feed, name=label, device=prov,
-                                   num_warmup=warmup, num_iters=iters, **kw)
+        with remedy_words(MODELS):
+            stats = benchmark_callable(sess.run, None, feed, name=label, device=prov,
+                                       num_warmup=warmup, num_iters=iters, **kw)
         env = dict(stats.env or {})
         env.setdefault("onnxruntime", ort.__version__)
         env["onnx_inputs"] = shapes

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from ._native import (BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, Comparison,
                       _apply_rerun, _stats_from_samples, benchmark_callable, compare_benchmarks)
+from ._words import COMPARE, remedy_words
 
 __all__ = ["benchmark_repeated", "compare_callables", "compare_repeated"]
 
@@ -184,7 +185,7 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     runs: tuple[list[BenchmarkStats], list[BenchmarkStats]] = ([], [])
     block: list[int | None] = [None]   # the block size, once the rounds start (None: still calibrating)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), remedy_words(COMPARE):
             # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
             warnings.simplefilter("ignore", BenchmarkWarning)
             first = [benchmark_callable(f, *args, name=n, num_warmup=num_warmup, num_iters=3,

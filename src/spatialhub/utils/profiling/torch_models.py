@@ -11,6 +11,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._words import MODELS, remedy_words
 from .sweeps import SweepResult, _sweep_rows
 
 if TYPE_CHECKING:
@@ -196,8 +197,9 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
             if cuda:
                 torch.cuda.synchronize(dev)
                 torch.cuda.reset_peak_memory_stats(dev)
-            stats = benchmark_callable(model, x, name=label, device=device_label,
-                                       num_warmup=warmup, num_iters=iters, **bench_kw)
+            with remedy_words(MODELS):
+                stats = benchmark_callable(model, x, name=label, device=device_label,
+                                           num_warmup=warmup, num_iters=iters, **bench_kw)
             if cuda:
                 stats.torch_max_allocated_mb = torch.cuda.max_memory_allocated(dev) / 2**20
         stats.batch_size = batch

@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from .._native import BenchmarkStats, BenchmarkWarning, _stats_from_samples, benchmark_callable
+from .._words import PYTEST, remedy_words
 from .options import MARKER_OPTIONS, TIMER_DEFAULT, load_timer, timer_name  # noqa: F401
 
 __all__ = ["BenchmarkFixture", "FixtureAlreadyUsed", "BenchmarkMetadata", "RoundStats"]
@@ -420,7 +421,7 @@ class BenchmarkFixture:
         suite run with -W error must not fail on a remark about the measurement)."""
         if kwargs and not _HARNESS_KEYWORDS.isdisjoint(kwargs):
             func, args, kwargs = functools.partial(func, *args, **kwargs), (), {}
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, remedy_words(PYTEST):
             warnings.simplefilter("always", BenchmarkWarning)
             stats = benchmark_callable(func, *args, **kw, **kwargs)
         for w in caught:
