@@ -34,19 +34,23 @@ def version():
     raise RuntimeError(f"no __version__ = '...' assignment in {path}")
 
 
-# In layer order (csrc/profiling.h has the map): leaves, computation, fields,
-# rendering, Python types, the run, the module.
-SOURCES = [
-    "clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cuda.c", "cudafork.c", "args.c", "device.c", "instattrs.c",
-    "notes.c", "env.c", "cachecold.c", "nvml.c", "cudatime.c", "constants.c", "perfctr.c", "callgrind.c",
-    "docstrings.c",
-    "summary.c", "bootstrap.c", "markup.c", "scopedata.c", "scoperss.c", "verdict.c", "stability.c",
-    "fields.c", "fielddoc.c",
-    "flags.c", "cells.c", "columns.c", "table.c",
-    "stats.c", "warn.c", "advice.c", "gpumem.c", "compare.c", "cudasync.c", "scopenode.c", "scopeframe.c", "scope.c", "scopetimer.c",
-    "sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "counters.c", "bench.c",
-    "module.c",
-]
+# Folder by folder, bottom up (csrc/README.md is the map): each folder calls
+# only the folders listed before it; module.c and constants.c at the top.
+LAYERS = {
+    "capi": ["args.c", "fields.c", "fielddoc.c", "notes.c", "instattrs.c", "docstrings.c"],
+    "platform": ["clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cachecold.c",
+                 "perfctr.c", "callgrind.c", "env.c"],
+    "gpu": ["device.c", "cuda.c", "cudatime.c", "nvml.c"],
+    "stats": ["summary.c", "bootstrap.c", "verdict.c", "stability.c"],
+    "render": ["markup.c", "flags.c", "cells.c", "columns.c", "table.c"],
+    "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c"],
+    "scope": ["scopedata.c", "scoperss.c", "scopenode.c", "scopeframe.c", "scope.c",
+              "scopetimer.c"],
+    "run": ["sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "counters.c", "bench.c"],
+    ".": ["constants.c", "module.c"],
+}
+SOURCES = [os.path.normpath(os.path.join(folder, f)) for folder, files in LAYERS.items()
+           for f in files]
 
 compile_args, link_args, libraries = [], [], []
 if sys.platform == "win32":
@@ -71,10 +75,11 @@ setup(
             "spatialhub.utils.profiling._native",
             sources=[os.path.join("csrc", s) for s in SOURCES],
             # a change to either rebuilds every object (SHP_VERSION comes from _version.py)
-            depends=[os.path.join("csrc", "profiling.h"),
-                     os.path.join("src", "spatialhub", "utils", "profiling", "_version.py")],
+            depends=[os.path.join(root, f) for root, _, files in os.walk("csrc")
+                     for f in sorted(files) if f.endswith(".h")]
+                    + [os.path.join("src", "spatialhub", "utils", "profiling", "_version.py")],
             include_dirs=["csrc", numpy.get_include()],
-            # SHP_VERSION as a C string literal (csrc/profiling.h)
+            # SHP_VERSION as a C string literal (csrc/shp.h)
             define_macros=[("NPY_TARGET_VERSION", "NPY_1_21_API_VERSION"),
                            ("SHP_VERSION", '"%s"' % version())],
             extra_compile_args=compile_args,

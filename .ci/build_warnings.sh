@@ -5,7 +5,7 @@
 # A warning is a diagnostic -- a compiler's "file:line: warning:", zig's "warning(link):",
 # setuptools' "warning: no files found ...", pip's "DEPRECATION:", a Python warning class ("SetuptoolsDeprecationWarning:"),
 # a log level ("WARNING"), a deprecation notice -- never a file name that holds the word
-# (csrc/warn.c, tests/test_warnings.py are copied, compiled and linked by name).
+# (csrc/types/warn.c, tests/test_warnings.py are copied, compiled and linked by name).
 # Ignored: pip's notes about this machine's local index configuration
 # ("WARNING: Location '...' is ignored"), which are not ours.
 build_warnings() {

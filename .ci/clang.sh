@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# csrc/*.c under clang with -Wall -Wextra -Werror, beside the gcc builds (issue 25).
+# csrc/**/*.c under clang with -Wall -Wextra -Werror, beside the gcc builds (issue 25).
 #
 #   bash .ci/clang.sh
 #
@@ -32,12 +32,12 @@ trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 export clang pyinc npinc version work
 # one compiler per core; xargs exits non-zero when any compile fails
-if ! ls csrc/*.c | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} sh -c \
+if ! find csrc -name '*.c' | sort | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} sh -c \
     '"$clang" -c -O2 -fPIC -fwrapv -DNDEBUG -std=c11 -fvisibility=hidden -Wall -Wextra -Werror \
         -DNPY_TARGET_VERSION=NPY_1_21_API_VERSION -DSHP_VERSION="\"$version\"" \
-        -Icsrc -I"$npinc" -I"$pyinc" -o "$work/$(basename {} .c).o" {}'; then
+        -Icsrc -I"$npinc" -I"$pyinc" -o "$work/$(echo {} | tr / _).o" {}'; then
     echo "clang: FAIL: csrc/ does not compile cleanly under $("$clang" --version | head -1)" >&2
     exit 1
 fi
-echo "clang: $(ls csrc/*.c | wc -l) files clean under $("$clang" --version | head -1)" \
+echo "clang: $(find csrc -name '*.c' | wc -l) files clean under $("$clang" --version | head -1)" \
      "(-Wall -Wextra -Werror, $(( $(date +%s) - t0 ))s)"

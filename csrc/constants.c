@@ -11,7 +11,7 @@
  *
  * A leaf: calls no other file of ours.
  */
-#include "profiling.h"
+#include "module.h"
 
 typedef struct {
     const char *name;

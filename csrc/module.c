@@ -11,7 +11,7 @@
  * The CUDA driver is not touched here: it is loaded at the first CUDA use.
  */
 #define SHP_IMPORT_ARRAY
-#include "profiling.h"
+#include "module.h"
 
 #include <numpy/arrayobject.h>
 

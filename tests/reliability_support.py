@@ -203,7 +203,7 @@ def native_records(log, kinds=("Invalid read", "Invalid write", "uninitialised",
         if not any(k in head for k in kinds):
             continue
         text = "\n".join(rec)
-        # our frames: ".../csrc/bench.c:123" (debug info) or "(in .../_native...so)"
+        # our frames: ".../csrc/run/bench.c:123" (debug info) or "(in .../_native...so)"
         if "/csrc/" in text or "_native" in text:
             ours.append(text)
     return ours

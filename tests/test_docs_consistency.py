@@ -467,7 +467,7 @@ def _prose():
 
 def prose_files():
     # the pages, and the help texts: the package's docstrings and the C's (help(_native.x))
-    files = PAGES + sorted((ROOT / "src").rglob("*.py")) + sorted(ROOT.glob("csrc/*.c"))
+    files = PAGES + sorted((ROOT / "src").rglob("*.py")) + sorted(ROOT.glob("csrc/**/*.c"))
     return [(f, f.read_text(encoding="utf-8")) for f in files]
 
 
@@ -564,7 +564,7 @@ OUTSIDE = ("DESIGN.md", "STYLE.md", "ANCHORS.md", "/work/", "seeds/")
 
 
 def test_the_docs_name_no_file_outside_the_repository():
-    for path in PAGES + sorted(ROOT.glob("csrc/*.[ch]")):
+    for path in PAGES + sorted(ROOT.glob("csrc/**/*.[ch]")):
         text = path.read_text(encoding="utf-8")
         for word in OUTSIDE:
             assert word not in text, f"{path.relative_to(ROOT)} refers to {word!r}, which is not in the repository"

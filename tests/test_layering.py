@@ -1,15 +1,18 @@
-"""csrc/ stays layered: no call cycle between .c files, no .c file over 620 lines.
+"""csrc/ stays layered: folders by layer, calls going down, no cycle.
 
 The C sources are read as text (no compiler needed): each file's top-level
 function definitions named shp_* are collected, then every call of such a
 function in another file is an edge from the calling file to the defining
 one (a reference without a call, as in a method table, counts too).
-Static inline functions in profiling.h belong to no .c file: a call made
+Static inline functions in a header belong to no .c file: a call made
 inside one counts as a call from every .c file that uses the inline (so
 loop.c's use of shp_progress_tick is an edge loop.c -> progress.c).
 
-The layer picture and where a new concern goes: docs/decisions.md
-("Layers") and the file map at the top of csrc/profiling.h.
+The folders and their order are csrc/README.md's map (``LAYERS`` below holds the
+same order): a file calls only files of its own folder or of a folder below it, no
+two files call each other in a circle, and an inline helper in a folder's header
+calls nothing above that folder.  A file is as long as its concern needs: there is
+no line cap.
 """
 import re
 from pathlib import Path
@@ -17,7 +20,8 @@ from pathlib import Path
 import pytest
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
-MAX_LINES = 620
+# bottom up; "." is the top (module.c, constants.c) and the shared headers
+LAYERS = ["capi", "platform", "gpu", "stats", "render", "types", "scope", "run", "."]
 
 # A definition: the return type on its own line (docs/design.md, "How the C reads"), then the name at
 # the start of the next line, followed by "(".  Prototypes end with ";".
@@ -33,10 +37,23 @@ def _strip(text):
     return _STRING.sub('""', _COMMENT.sub(" ", text))
 
 
+def _rel(path):
+    return path.relative_to(CSRC).as_posix()
+
+
 def _sources():
-    files = sorted(CSRC.glob("*.c"))
+    files = sorted(CSRC.rglob("*.c"))
     assert len(files) >= 10, f"no C sources found under {CSRC}"
-    return {f.name: f.read_text() for f in files}
+    return {_rel(f): f.read_text() for f in files}
+
+
+def _headers():
+    return {_rel(f): f.read_text() for f in sorted(CSRC.rglob("*.h"))}
+
+
+def folder_of(name):
+    """The layer of a file given as a path relative to csrc/ ("run/loop.c" -> "run")."""
+    return name.split("/", 1)[0] if "/" in name else "."
 
 
 def _definitions(texts):
@@ -81,11 +98,11 @@ def _inlines(header):
 def call_graph(texts=None, header=None):
     """{file: {callee file: sorted shp_ functions it calls there}}
 
-    `header` (profiling.h's text when `texts` is None) supplies the static
+    `header` (every header's text, joined, when `texts` is None) supplies the static
     inline functions: what one calls is called by each file using it."""
     if texts is None:
         texts = _sources()
-        header = (CSRC / "profiling.h").read_text() if header is None else header
+        header = "\n".join(_headers().values()) if header is None else header
     texts = {k: _strip(v) for k, v in texts.items()}
     owner = _definitions(texts)
     inlines = _inlines(header or "")
@@ -130,15 +147,34 @@ def find_cycle(graph):
     return None
 
 
+def upward_calls(graph, layers=LAYERS):
+    """Edges from a file to a file of a folder above its own: [(a, b, functions)]."""
+    rank = {f: i for i, f in enumerate(layers)}
+    return [(a, b, fns) for a, callees in sorted(graph.items())
+            for b, fns in sorted(callees.items())
+            if rank[folder_of(b)] > rank[folder_of(a)]]
+
+
 def test_the_graph_is_read_from_the_sources():
     # the check would pass vacuously on an empty graph: these edges exist
     g = call_graph()
     assert "shp_benchmark_callable" in _definitions({k: _strip(v) for k, v in _sources().items()})
-    assert "bench.c" in g["module.c"]
-    assert "summary.c" in g["bench.c"]
-    assert "args.c" in g["table.c"]
-    assert "cuda.c" in g["cudasync.c"]
-    assert g["cudatime.c"].keys() == {"cuda.c"}   # only the driver binding
+    assert "run/bench.c" in g["module.c"]
+    assert "stats/summary.c" in g["run/bench.c"]
+    assert "capi/args.c" in g["render/table.c"]
+    assert "gpu/cuda.c" in g["types/cudasync.c"]
+    assert g["gpu/cudatime.c"].keys() == {"gpu/cuda.c"}   # only the driver binding
+
+
+def test_every_file_is_in_a_layer_and_at_most_three_at_the_top():
+    folders = {folder_of(n) for n in _sources()} | {folder_of(n) for n in _headers()}
+    assert folders <= set(LAYERS), folders - set(LAYERS)
+    top = [n for n in _sources() if folder_of(n) == "."]
+    assert len(top) <= 3, top
+    # one header per folder, named after it
+    for layer in LAYERS[:-1]:
+        heads = [n for n in _headers() if folder_of(n) == layer]
+        assert heads == [f"{layer}/{layer}.h"], (layer, heads)
 
 
 def test_no_call_cycle_between_c_files():
@@ -147,6 +183,30 @@ def test_no_call_cycle_between_c_files():
     if cycle:
         edges = [f"{a} -> {b} ({', '.join(g[a][b])})" for a, b in zip(cycle, cycle[1:])]
         pytest.fail("call cycle between csrc files:\n  " + "\n  ".join(edges))
+
+
+def test_a_folder_calls_only_folders_below_it():
+    up = upward_calls(call_graph())
+    if up:
+        pytest.fail("calls from a folder to one above it (LAYERS, csrc/README.md):\n  " +
+                    "\n  ".join(f"{a} -> {b} ({', '.join(fns)})" for a, b, fns in up))
+
+
+def test_no_inline_helper_calls_above_its_header():
+    texts = {k: _strip(v) for k, v in _sources().items()}
+    owner = _definitions(texts)
+    rank = {f: i for i, f in enumerate(LAYERS)}
+    bad = []
+    for name, text in _headers().items():
+        # the shared headers at the top (shp.h, objects.h) sit below every folder: their
+        # inlines may call the C-API only
+        level = rank[folder_of(name)] if folder_of(name) != "." or name == "module.h" else -1
+        for fn, calls in _inlines(text).items():
+            for c in calls:
+                target = owner.get(c)
+                if target is not None and rank[folder_of(target)] > level:
+                    bad.append(f"{name}: {fn} calls {c} ({target})")
+    assert not bad, bad
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():
@@ -161,11 +221,20 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert find_cycle(call_graph(texts)) is None
 
 
+def test_the_folder_check_finds_a_planted_upward_call():
+    texts = {
+        "stats/x.c": "int\nshp_x(void)\n{\n    return shp_y();\n}\n",
+        "run/y.c": "int\nshp_y(void)\n{\n    return 0;\n}\n",
+        "run/z.c": "int\nshp_z(void)\n{\n    return shp_x();\n}\n",
+    }
+    assert upward_calls(call_graph(texts)) == [("stats/x.c", "run/y.c", ["shp_y"])]
+
+
 def test_calls_inside_header_inlines_are_edges_of_their_users():
-    # the header's shp_progress_tick calls progress.c's shp_progress_update:
-    # loop.c, which uses the inline, depends on progress.c
-    assert "shp_progress_tick" in _inlines((CSRC / "profiling.h").read_text())
-    assert "shp_progress_update" in call_graph()["loop.c"].get("progress.c", [])
+    # run.h's shp_progress_tick calls progress.c's shp_progress_update: loop.c, which
+    # uses the inline, depends on progress.c
+    assert "shp_progress_tick" in _inlines((CSRC / "run" / "run.h").read_text())
+    assert "shp_progress_update" in call_graph()["run/loop.c"].get("run/progress.c", [])
     # and a cycle closed only through an inline is found
     texts = {
         "a.c": "int\nshp_a(void)\n{\n    return shp_via();\n}\n",
@@ -178,17 +247,19 @@ def test_calls_inside_header_inlines_are_edges_of_their_users():
     assert find_cycle(call_graph(texts, header)) == ["a.c", "b.c", "a.c"]
 
 
-def test_leaves_call_no_other_file():
+def test_leaves_call_no_other_folder():
     g = call_graph()
-    for leaf in ("clock.c", "memory.c", "dynlib.c", "args.c", "device.c", "notes.c",
-                 "markup.c", "summary.c", "cudafork.c", "cachecold.c", "nvml.c",
-                 "mallocstate.c", "constants.c", "perfctr.c", "callgrind.c"):
-        assert g[leaf] == {}, f"{leaf} is a leaf but calls {g[leaf]}"
-    # the driver binding uses the platform's loader, split off it (issue 13)
-    assert set(g["cuda.c"]) <= {"dynlib.c"}, f"cuda.c calls {g['cuda.c']}"
+    for name, callees in g.items():
+        if folder_of(name) in ("capi", "platform", "stats"):
+            outside = {b for b in callees if folder_of(b) != folder_of(name)}
+            assert not outside, f"{name} is in a leaf folder but calls {outside}"
+    # the driver binding uses the platform's loader only
+    assert set(g["gpu/cuda.c"]) <= {"platform/dynlib.c"}, f"cuda.c calls {g['gpu/cuda.c']}"
 
 
-def test_no_c_file_is_over_the_line_limit():
-    sizes = {f.name: len(f.read_text().splitlines()) for f in CSRC.glob("*.c")}
-    big = {k: v for k, v in sizes.items() if v > MAX_LINES}
-    assert not big, f"split these by concern (limit {MAX_LINES} lines): {big}"
+def test_the_readme_map_names_every_file_in_its_folder():
+    readme = (CSRC / "README.md").read_text()
+    for name in list(_sources()) + list(_headers()):
+        assert f"`{name.split('/')[-1]}`" in readme, f"csrc/README.md does not name {name}"
+    order = [readme.index(f"`{layer}/`") for layer in LAYERS[:-1]]
+    assert order == sorted(order), "csrc/README.md lists the folders out of order"

@@ -35,16 +35,16 @@ FATAL_LOGS = {
         "UndefinedBehaviorSanitizer:DEADLYSIGNAL\n"
         "==4247==ERROR: UndefinedBehaviorSanitizer: SEGV on unknown address 0x000000000000\n"),
     "ubsan runtime error": (
-        "csrc/scopetimer.c:262:5: runtime error: signed integer overflow: "
+        "csrc/scope/scopetimer.c:262:5: runtime error: signed integer overflow: "
         "9223372036854775807 + 1 cannot be represented in type 'long long int'\n"),
     "heap overflow": (
         "==4248==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000018\n"
-        "    #0 0x7f in Profiler_trace csrc/scope.c:430\n"),
+        "    #0 0x7f in Profiler_trace csrc/scope/scope.c:430\n"),
     "a leak of ours": (
         "==4249==ERROR: LeakSanitizer: detected memory leaks\n\n"
         "Direct leak of 40 byte(s) in 1 object(s) allocated from:\n"
         "    #0 0x7f in __interceptor_malloc\n"
-        "    #1 0x7f in shp_window_open csrc/memory.c:300\n\n"
+        "    #1 0x7f in shp_window_open csrc/platform/memory.c:300\n\n"
         "SUMMARY: AddressSanitizer: 40 byte(s) leaked in 1 allocation(s).\n"),
     "check failed": (
         "==4250==AddressSanitizer CHECK failed: sanitizer_common.cpp:51 \"((0)) != (0)\" "

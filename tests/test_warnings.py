@@ -117,7 +117,7 @@ def test_no_c_string_matches_a_python_name_of_the_package():
     """The core takes its words from its callers (remedy_words), never from the stack:
     no function or file name of the package is compared in warn.c."""
     import pathlib
-    src = (pathlib.Path(__file__).resolve().parents[1] / "csrc" / "warn.c").read_text()
+    src = (pathlib.Path(__file__).resolve().parents[1] / "csrc" / "types" / "warn.c").read_text()
     for name in ('"benchmark_onnx"', '"profile_model"', '"sweep"',
                  '"benchmark_repeated"', '"cli.py"', '"__main__.py"', "co_name"):
         assert name not in src, name

@@ -14,7 +14,7 @@ import re
 import sys
 from collections import Counter
 
-OURS = re.compile(r"/csrc/\w+\.c:\d+|_native\.cpython|\bshp_\w+")
+OURS = re.compile(r"/csrc/(?:\w+/)?\w+\.c:\d+|_native\.cpython|\bshp_\w+")
 KINDS = re.compile(r"Invalid (read|write|free)|uninitialised|Mismatched free|overlap|"
                    r"definitely lost|indirectly lost|Syscall param")
 

@@ -17,7 +17,7 @@ The parent's state, applied before the call (docs/statistics.md, "Repetitions"):
 ``sys.path``; CPU affinity; the collector's thresholds and whether it runs; the GIL's
 switch interval; torch's intra- and inter-op thread counts and threadpoolctl's BLAS /
 OpenMP limits where the parent had those modules loaded; and glibc's effective mmap
-threshold, raised to the parent's (csrc/mallocstate.c).  SIGINT is ignored: the parent
+threshold, raised to the parent's (csrc/platform/mallocstate.c).  SIGINT is ignored: the parent
 owns Ctrl-C and ends its children itself.
 """
 import gc

@@ -5,7 +5,7 @@ command again under valgrind's callgrind (``rerun``), with collection limited to
 timed calls: the native loop makes every timed call through one C function
 (``shp_counted_call``: the call and the release of its result), callgrind collects only
 inside it, and around each benchmark's timed loop the harness zeroes callgrind's counters
-and dumps them, then reads that dump back (csrc/callgrind.c).  Every result of the run
+and dumps them, then reads that dump back (csrc/platform/callgrind.c).  Every result of the run
 carries ``instructions_per_call``: the mean over the timed calls, warm-up excluded, with
 none of the harness's own work in it (no clock read, no sync, no bookkeeping: it is
 outside the counted function, so nothing has to be subtracted).

@@ -14,7 +14,7 @@
   (A B, B A, A B, ...), so that a machine drifting during the runs weighs on both alike.
 
 The timing itself is the native loop (``benchmark_callable``); the statistics and the
-verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/verdict.c).
+verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/stats/verdict.c).
 """
 from __future__ import annotations
 

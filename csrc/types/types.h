@@ -1,0 +1,108 @@
+/*
+ * types/ -- the Python types and their module functions, one type a file:
+ * BenchmarkStats and the filling of a result from statistics
+ * (benchstats.c), the one BenchmarkWarning of a call (warn.c),
+ * GPUMemoryInfo (gpumem.c), Comparison and compare_benchmarks (compare.c),
+ * CudaSync (cudasync.c).  Calls go down to render/, stats/, capi/, gpu/,
+ * platform/.
+ */
+#ifndef SHP_TYPES_TYPES_H
+#define SHP_TYPES_TYPES_H
+
+#include "render/render.h"
+
+/* ---- benchstats.c ------------------------------------------------------------ */
+
+extern PyType_Spec shp_stats_spec;
+/* New BenchmarkStats with every field at its default; NULL on error. */
+shp_Stats *shp_stats_alloc(shp_state *st);
+/* Take ownership of a PyMem_Malloc'd sample buffer (ms), or NULL for none.
+ * 0, or -1 with MemoryError (the buffer is freed then). */
+int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
+/* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
+int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
+/* fill the stability fields of `s`; 0, or -1 with MemoryError. */
+int shp_stats_apply_stability(shp_Stats *s, const shp_stability *d);
+/* Add to d the cause of a diagnosis kept in s->stab that is not "stable"
+ * (multimodal, drifting or noisy, with its numbers; nothing for a result
+ * not diagnosed here).  0 / -1. */
+int shp_stats_diagnose_stability(const shp_Stats *s, shp_diag *d);
+/* fill the latency fields of `s` from a summary. */
+void shp_stats_apply_summary(shp_Stats *s, const shp_summary *sm);
+/* fill the rerun interval of `s` (rerun_low_ms, rerun_high_ms,
+ * rerun_basis) from its samples, run_sizes and CI (verdict.c's
+ * shp_rerun_interval); known_spread >= 0 is the caller's run_spread, else
+ * the floor is this machine's calibrated spread (module state) or
+ * SHP_ASSUMED_RUN_SPREAD, and at least SHP_ASSUMED_BUSY_RUN_SPREAD when
+ * s->machine_busy.  No samples: the fields stay as they are.
+ * 0, or -1 with an exception (MemoryError; ValueError when run_sizes do
+ * not add up to the samples). */
+int shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread);
+/* _apply_rerun(stats, run_spread=None): the above from Python (runner.py,
+ * for results pooled from repetitions); returns stats. */
+PyObject *shp_apply_rerun_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+
+/* ---- warn.c: the one BenchmarkWarning of a benchmark call ---------------- */
+
+void shp_diag_cause(shp_diag *d, shp_cause c);
+/* Put value (stolen; NULL: the error of making it) on the warning as `key`;
+ * 0 / -1. */
+int shp_diag_object(shp_diag *d, const char *key, PyObject *value);
+int shp_diag_number(shp_diag *d, const char *key, double v);
+void shp_diag_clear(shp_diag *d);
+/* Say d as one warning about benchmark `name` (a str, or NULL) whose result
+ * is `stats` (or NULL), at the user's frame; nothing when there is no cause
+ * (a busy machine already said counts as none).  Clears d.  0 / -1 (a
+ * warnings filter of "error" raises here). */
+int shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats);
+/* Module exec: the cause classes on m, the combination cache.  0 / -1. */
+int shp_warn_init(PyObject *m, shp_state *st);
+/* A new exception class `qualname` ("pkg.Name") deriving from `base`, with
+ * the docstring `doc` and the text signature Name(*args) (what
+ * inspect.signature reads; tp_doc keeps it, __doc__ is `doc` alone).  New
+ * reference, or NULL with an exception. */
+PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
+/* suppressed_warnings(): {label: count} of the repeats not said. */
+PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
+/* Test hook _warning_texts(): {class name: text} with the remedy words in
+ * effect (the context's _remedy_words, else benchmark_callable's). */
+PyObject *shp_warning_texts(PyObject *module, PyObject *unused);
+
+/* ---- gpumem.c ----------------------------------------------------------- */
+
+extern PyType_Spec shp_gpumem_spec;
+/* New GPUMemoryInfo from byte counts; NULL on error. */
+PyObject *shp_gpumem_new(shp_state *st, size_t total_b, size_t free_b);
+
+/* ---- compare.c ---------------------------------------------------------- */
+
+extern PyType_Spec shp_comparison_spec;
+/* compare_benchmarks(baseline, candidate, *, resamples=2000, seed=0): a new
+ * Comparison, or NULL with an exception set. */
+PyObject *shp_compare_benchmarks(PyObject *module, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- cudasync.c --------------------------------------------------------- */
+
+/* Device name and driver version into `env` (a dict); 0 / -1. */
+int shp_cuda_describe(shp_state *st, const shp_cuda_target *t, PyObject *env);
+
+/* 1 and *t filled if obj is one of our CudaSync callables, else 0. */
+int shp_cuda_sync_unwrap(shp_state *st, PyObject *obj, shp_cuda_target *t);
+
+/* The CudaSync type spec and the two module functions: get_cuda_sync_fn()
+ * -> a new CudaSync or None (no driver); get_gpu_vram_mb(device_id=0) -> a
+ * new GPUMemoryInfo or None; NULL with an exception set on error. */
+extern PyType_Spec shp_cuda_sync_spec;
+PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
+PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames);
+
+/* Fill the specs' getset tables from the field tables.  Called once per
+ * process, before any type is made (PyInit__native). */
+void shp_stats_prepare_spec(void);
+void shp_gpumem_prepare_spec(void);
+void shp_comparison_prepare_spec(void);
+
+#endif /* SHP_TYPES_TYPES_H */
