@@ -3,13 +3,11 @@
  * constants of _native.
  *
  * Docs and help texts state these numbers (an assumed 15% between runs, a 5%
- * margin, a warning above 256 page faults a call, ...).  Written down by hand
- * they drift from the code (issue 26 found several that had); exported from
- * the very macros the code uses, a help string is formatted from the value
- * and tests/test_docs_consistency.py holds docs/ to it.  One table, one loop:
- * a new constant is one line here and one row in docs/design.md.
- *
- * A leaf: calls no other file of ours.
+ * margin, a warning above 256 page faults a call, ...): exported from the
+ * very macros the code uses, a help string is formatted from the value and
+ * tests/test_docs_consistency.py holds docs/ to it (decision 57).  A new
+ * constant is one line here and one row in docs/design.md.  Calls no other
+ * file of ours.
  */
 #include "module.h"
 

@@ -105,7 +105,7 @@ shp_state_from_type(PyTypeObject *type)
 
 typedef struct {
     PyObject_HEAD
-    /* the seed's 13 fields, in order */
+    /* the released dataclass's 13 fields, in order */
     PyObject *name;
     PyObject *device;
     double mean_ms, median_ms, std_ms, p95_ms, min_ms, max_ms, fps;

@@ -461,7 +461,7 @@ def _prose():
         ("a calibration's processes", r"\(default (\d+)\) per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("a calibration's processes", r"--calibrate` \((\d+) fresh interpreters per workload", pkg.calibrate.DEFAULT_PROCESSES, 1),
         ("the assumed LLC", r"else (\d+) MiB is assumed", n.LLC_ASSUMED_BYTES / 2 ** 20, 1),
-        ("the shared RSS read", r"at most ([\d,]+) ns \(`SHP_RSS_SHARE_NS`\)", n.RSS_SHARE_NS, 2),
+        ("the shared RSS read", r"at most ([\d,]+) ns \(`SHP_RSS_SHARE_NS`\)", n.RSS_SHARE_NS, 1),
     ]
 
 

@@ -201,7 +201,7 @@ const char shp_doc_stats_to_dict[] =
     "to_dict($self, /, *, samples=False)\n"
     "--\n"
     "\n"
-    "The fields as a dict, in order (the seed's 13 first), rounded for reading.\n"
+    "The fields as a dict, in order (the released dataclass's 13 first), rounded for reading.\n"
     "\n"
     "Milliseconds and MiB to 2 decimals, fps to 1, ratios to 4, but never to\n"
     "fewer than 2 significant digits (0.0008415 ms reads 0.00084).  The attributes\n"

@@ -2,9 +2,8 @@
  * dynlib.c -- the platform's dynamic loader, for the CUDA driver (a leaf).
  *
  * dlopen / LoadLibraryEx, symbol lookup, and the SPATIALHUB_LIBCUDA
- * override.  Split from cuda.c (issue 13) when the driver's loading moved
- * out from under the GIL.  No Python, no other file: callable without the
- * GIL.  Not built into anything on macOS (no CUDA there).
+ * override.  No Python, no other file: callable without the GIL.  Not
+ * built into anything on macOS (no CUDA there).
  */
 #include "platform/platform.h"
 

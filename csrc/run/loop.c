@@ -6,8 +6,8 @@
  *     sync; t0 = now(); func(*args, **kwargs); sync; t1 = now()
  *
  * with the call made through vectorcall on arguments prepared once, its
- * result released at once, as the expression statement of the seed (and
- * timeit, pyperf, pytest-benchmark, the released module) releases it:
+ * result released at once, as an expression statement (and timeit, pyperf,
+ * pytest-benchmark, the released module) releases it:
  * freeing the output is part of what a pipeline pays per call.  Both happen
  * in callgrind.c's shp_counted_call, the function whose instructions the
  * --instructions modes count; warm-up calls are made here, uncounted.  The closing

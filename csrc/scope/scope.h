@@ -13,16 +13,16 @@
 
 /* ---- scoperss.c: the RSS a scope reads at enter and exit --------------- */
 
-/* How old a read an enter may take (ns): see below. */
+/* How old a read an enter may take (ns). */
 #define SHP_RSS_SHARE_NS 1000
 /* RSS in bytes at a scope's enter that happens at `now_ns` (shp_now_ns): the
  * last enter's or exit's read when it returned at most SHP_RSS_SHARE_NS
  * before (and not after now_ns), else a fresh shp_rss_bytes(), stamped with
- * shp_now_ns() as it returns.  The next frame's enter after this one's exit,
- * a nested scope's enter after its parent's, share one read: the scope's RSS
- * window then opens at most 1 us before its clocks start (docs/memory.md).
- * When the read returned goes to *read_ns unless read_ns is NULL.  -1 (no
- * exception) if unavailable.  Hold the GIL; no Python calls. */
+ * shp_now_ns() as it returns.  The scope's RSS window may so open up to
+ * SHP_RSS_SHARE_NS before its clocks start, holding what ran in that time
+ * (docs/memory.md states the bound).  When the read returned goes to
+ * *read_ns unless read_ns is NULL.  -1 (no exception) if unavailable.  Hold
+ * the GIL; no Python calls. */
 int64_t shp_rss_at_enter(int64_t now_ns, int64_t *read_ns);
 /* RSS in bytes at a scope's exit: always a fresh read, kept for the next
  * enter; when it returned goes to *read_ns unless read_ns is NULL.  -1 (no

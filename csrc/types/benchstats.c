@@ -1,10 +1,11 @@
 /*
- * stats.c -- the BenchmarkStats type.
+ * benchstats.c -- the BenchmarkStats type, and a result filled from its
+ * summary and diagnosis.
  *
- * Heap types from PyType_Spec whose attributes come from one field table
- * each (fields.c).  BenchmarkStats keeps the seed's 13 fields first and in
- * order, so `BenchmarkStats(name, device, mean_ms, ...)` works like the
- * seed's dataclass; everything added later is keyword-only and optional.
+ * A heap type from PyType_Spec whose attributes come from one field table
+ * (fields.c).  The released BenchmarkStats dataclass's 13 fields come first
+ * and in order, so `BenchmarkStats(name, device, mean_ms, ...)` works as it
+ * did; every other field is keyword-only and optional.
  * The raw samples live in a C buffer owned by the object and are exposed
  * as read-only NumPy views that keep the object (and so the buffer) alive.
  */
@@ -383,7 +384,7 @@ samples_list(shp_Stats *self)
     return l;
 }
 
-/* dict of the fields, the seed's keys first; samples_ms appended on demand. */
+/* dict of the fields, the released dataclass's keys first; samples_ms appended on demand. */
 static PyObject *
 stats_dict(shp_Stats *self, int rounded, int with_samples)
 {
@@ -601,7 +602,7 @@ shp_stats_prepare_spec(void)
         &shp_stats_spec, stats_fields, "samples_ms=None",
         "Aggregated latency, throughput and memory figures of one benchmark.\n\n"
         "What benchmark_callable and the adapters return; made by hand, it takes its fields\n"
-        "as arguments.  The first 13 are the seed's dataclass fields, in order\n"
+        "as arguments.  The first 13 are the released dataclass's fields, in order\n"
         "(dataclasses.fields, asdict, replace and match patterns work on them); the rest are\n"
         "keyword-only.  Every field is readable and settable, type-checked; samples_ms,\n"
         "throughput and flags are read-only.",
