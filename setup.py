@@ -43,7 +43,7 @@ LAYERS = {
     "gpu": ["device.c", "cuda.c", "cudatime.c", "nvml.c"],
     "stats": ["summary.c", "bootstrap.c", "verdict.c", "stability.c"],
     "render": ["markup.c", "flags.c", "cells.c", "columns.c", "table.c"],
-    "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c"],
+    "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c", "rules.c"],
     "scope": ["scopedata.c", "scoperss.c", "scopenode.c", "scopeframe.c", "scope.c",
               "scopetimer.c"],
     "run": ["sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "counters.c", "bench.c"],

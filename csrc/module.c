@@ -119,7 +119,7 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         (v[1] != NULL && shp_arg_flag(v[1], &warn) < 0))
         return NULL;
     PyObject *samples_ms = v[0];
-    double *buf = NULL, *scratch = NULL;
+    double *buf = NULL;
     Py_ssize_t n = 0;
     if (shp_samples_from_object(samples_ms, &buf, &n) < 0)
         return NULL;
@@ -128,42 +128,11 @@ shp_stats_from_samples(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "_stats_from_samples needs at least one sample");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!isfinite(buf[i])) {
-            PyMem_Free(buf);
-            PyErr_Format(PyExc_ValueError, "sample %zd is not finite", i);
-            return NULL;
-        }
-    }
-    scratch = PyMem_Malloc((size_t)n * sizeof(double));
-    shp_Stats *s = scratch ? shp_stats_alloc(st) : NULL;
-    if (s == NULL) {
-        PyMem_Free(buf);
-        PyMem_Free(scratch);
-        return scratch ? NULL : PyErr_NoMemory();
-    }
-    shp_summary sm;
-    shp_stability stab;
-    shp_summarize(buf, n, scratch, &sm);
-    shp_stability_compute(buf, n, scratch, &sm, &stab);
-    PyMem_Free(scratch);
-    shp_stats_apply_summary(s, &sm);
-    if (shp_stats_apply_stability(s, &stab) < 0) {
-        PyMem_Free(buf);
-        Py_DECREF(s);
+    shp_Stats *s = shp_stats_from_buffer(st, buf, n);
+    if (s == NULL)
         return NULL;
-    }
-    if (shp_stats_adopt_samples(s, buf, n) < 0) {
-        Py_DECREF(s);
-        return NULL;
-    }
-    s->timed_iters = n;
-    if (shp_stats_apply_rerun(st, s, -1.0) < 0) {
-        Py_DECREF(s);
-        return NULL;
-    }
-    s->name = PyUnicode_FromString("samples");
-    s->device = PyUnicode_FromString("CPU");
+    Py_XSETREF(s->name, PyUnicode_FromString("samples"));
+    Py_XSETREF(s->device, PyUnicode_FromString("CPU"));
     if (s->name == NULL || s->device == NULL) {
         Py_DECREF(s);
         return NULL;
@@ -354,6 +323,20 @@ static PyMethodDef shp_methods[] = {
      ">>> isinstance(suppressed_warnings(), dict)\n"
      "True"},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
+    {"_t975", shp_t975_py, METH_O, "_t975(df) -> float\n\nStudent's t two-sided 95% quantile."},
+    {"_judge", FASTKW(shp_judge_py),
+     "_judge(ratio, lo, hi, margin) -> str\n\nThe margin rule of every verdict."},
+    {"_md_text", FASTKW(shp_md_text_py),
+     "_md_text(text, mode='cell') -> str\n\nMarkdown that renders as exactly text "
+     "('cell', 'heading' or 'code')."},
+    {"_html_escape", shp_html_escape_py, METH_O,
+     "_html_escape(text) -> str\n\ntext with & < > \" as HTML entities."},
+    {"_count", FASTKW(shp_count_py),
+     "_count(value, param, owner=None, lowest=0, highest=None) -> int\n\nThe count rule "
+     "of every argument."},
+    {"_pool", FASTKW(shp_pool_py),
+     "_pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats\n\nOne result "
+     "over the samples of several runs (runs=True) or segments of one run."},
     {"_warning_texts", shp_warning_texts, METH_NOARGS,
      "_warning_texts() -> dict\n\nTest hook: every cause's text with the remedy words in "
      "effect (remedy_words())."},

@@ -97,6 +97,40 @@ shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out
 }
 
 int
+shp_arg_count(PyObject *v, const char *owner, const char *param, Py_ssize_t lowest,
+              Py_ssize_t highest, Py_ssize_t *out)
+{
+    PyObject *idx = shp_arg_index(v, owner, param);
+    if (idx == NULL)
+        return -1;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    if (n == -1 && PyErr_Occurred()) {
+        Py_DECREF(idx);
+        return -1;
+    }
+    char w[160], want[64];
+    where(w, sizeof(w), owner, param);
+    int rc = 0;
+    if (overflow < 0 || (overflow == 0 && n < lowest)) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= %zd, got %R", w, lowest, idx);
+        rc = -1;
+    }
+    else if (overflow > 0 || n > (long long)PY_SSIZE_T_MAX || (highest >= 0 && n > highest)) {
+        if (highest >= 0)
+            PyOS_snprintf(want, sizeof(want), "<= %zd", highest);
+        else
+            PyOS_snprintf(want, sizeof(want), "within Py_ssize_t's range");
+        PyErr_Format(PyExc_ValueError, "%s must be %s, got %R", w, want, idx);
+        rc = -1;
+    }
+    Py_DECREF(idx);
+    if (rc == 0)
+        *out = (Py_ssize_t)n;
+    return rc;
+}
+
+int
 shp_arg_is_real(PyObject *v)
 {
     if (is_bool(v))

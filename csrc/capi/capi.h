@@ -29,6 +29,12 @@ int shp_arg_value_error(const char *owner, const char *param, const char *want, 
 PyObject *shp_arg_index(PyObject *v, const char *owner, const char *param);
 /* An integer into *out; ValueError outside Py_ssize_t; 0 / -1. */
 int shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out);
+/* A count: an int by the rule above with lowest <= v, and v <= highest when
+ * highest >= 0, into *out.  TypeError, or ValueError "<owner> <param> must
+ * be >= <lowest>, got <v>" (or "<= <highest>").  The one count rule of the
+ * package (the Python layer calls it through _native._count).  0 / -1. */
+int shp_arg_count(PyObject *v, const char *owner, const char *param, Py_ssize_t lowest,
+                  Py_ssize_t highest, Py_ssize_t *out);
 /* 1 if v is a real number by the rule above, else 0; never fails. */
 int shp_arg_is_real(PyObject *v);
 /* A real number into *out (its __float__ may raise); 0 / -1. */

@@ -737,3 +737,43 @@ shp_apply_rerun_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, Py
         return NULL;
     return Py_NewRef(v[0]);
 }
+
+shp_Stats *
+shp_stats_from_buffer(shp_state *st, double *buf, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!isfinite(buf[i])) {
+            PyMem_Free(buf);
+            PyErr_Format(PyExc_ValueError, "sample %zd is not finite", i);
+            return NULL;
+        }
+    }
+    double *scratch = PyMem_Malloc((size_t)n * sizeof(double));
+    shp_Stats *s = scratch ? shp_stats_alloc(st) : NULL;
+    if (s == NULL) {
+        PyMem_Free(buf);
+        PyMem_Free(scratch);
+        return scratch ? NULL : (shp_Stats *)PyErr_NoMemory();
+    }
+    shp_summary sm;
+    shp_stability stab;
+    shp_summarize(buf, n, scratch, &sm);
+    shp_stability_compute(buf, n, scratch, &sm, &stab);
+    PyMem_Free(scratch);
+    shp_stats_apply_summary(s, &sm);
+    if (shp_stats_apply_stability(s, &stab) < 0) {
+        PyMem_Free(buf);
+        Py_DECREF(s);
+        return NULL;
+    }
+    if (shp_stats_adopt_samples(s, buf, n) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->timed_iters = n;
+    if (shp_stats_apply_rerun(st, s, -1.0) < 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}

@@ -19,6 +19,11 @@ shp_Stats *shp_stats_alloc(shp_state *st);
 /* Take ownership of a PyMem_Malloc'd sample buffer (ms), or NULL for none.
  * 0, or -1 with MemoryError (the buffer is freed then). */
 int shp_stats_adopt_samples(shp_Stats *s, double *samples, Py_ssize_t n);
+/* A result over buf[0..n) (ms, n >= 1; the buffer is taken, freed on
+ * failure): its summary, stability and single-run rerun interval, every
+ * other field at its default.  ValueError for a sample that is not finite.
+ * New reference, or NULL with an exception. */
+shp_Stats *shp_stats_from_buffer(shp_state *st, double *buf, Py_ssize_t n);
 /* Copy a 1-D sequence of real numbers into a new PyMem buffer; 0 / -1. */
 int shp_samples_from_object(PyObject *obj, double **out, Py_ssize_t *n);
 /* fill the stability fields of `s`; 0, or -1 with MemoryError. */
@@ -98,6 +103,28 @@ extern PyType_Spec shp_cuda_sync_spec;
 PyObject *shp_get_cuda_sync_fn(PyObject *module, PyObject *unused);
 PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- rules.c: the core's rules, for the Python layer ------------------------ */
+
+/* Module functions (new reference, or NULL with an exception):
+ * _t975(df); _judge(ratio, lo, hi, margin); _md_text(text, mode='cell');
+ * _html_escape(text); _count(value, param, owner=None, lowest=0,
+ * highest=None); _pool(parts, *, name=None, runs=False, fresh=False): one
+ * result over the samples of `parts` in order -- their summary, the first
+ * part's labels, the warm-ups summed, memory the largest, the overhead the
+ * median, per-call counts weighted by calls; runs=True also keeps run_sizes
+ * and the runs' spread, and fresh=True the rerun interval of fresh
+ * processes (else none); one part without runs= or name= is returned as is. */
+PyObject *shp_t975_py(PyObject *module, PyObject *arg);
+PyObject *shp_judge_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames);
+PyObject *shp_md_text_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
+PyObject *shp_html_escape_py(PyObject *module, PyObject *arg);
+PyObject *shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames);
+PyObject *shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */

@@ -1,0 +1,306 @@
+/*
+ * rules.c -- the core's rules, given to the Python layer so that each is
+ * written once: the t quantile and the margin rule of every verdict
+ * (stats/verdict.c), Markdown and HTML escaping (render/markup.c), the count
+ * rule of every argument (capi/args.c), and the pooling of several runs or
+ * segments into one result.  The plugin's gate, the scope profiler's tables,
+ * the runner and the CLI call these; none keeps a copy.
+ */
+#include "types/types.h"
+
+#include <math.h>
+#include <string.h>
+
+/* _t975(df): Student's t two-sided 95% quantile (df may be inf). */
+PyObject *
+shp_t975_py(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    double df;
+    if (shp_arg_real(arg, "_t975()", "df", &df) < 0)
+        return NULL;
+    if (isnan(df))
+        return shp_arg_value_error("_t975()", "df", "a number", arg), NULL;
+    return PyFloat_FromDouble(shp_t975(df));
+}
+
+/* _judge(ratio, lo, hi, margin): "slower" / "faster" / "same" / "inconclusive". */
+PyObject *
+shp_judge_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"ratio", "lo", "hi", "margin"};
+    static const shp_argspec spec = {"_judge", names, 4, 4, 4, 0};
+    PyObject *v[4];
+    double x[4];
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if (shp_arg_real(v[i], "_judge()", names[i], &x[i]) < 0)
+            return NULL;
+    return PyUnicode_FromString(shp_judge(x[0], x[1], x[2], x[3]));
+}
+
+/* _md_text(text, mode='cell'): Markdown that renders as exactly text. */
+PyObject *
+shp_md_text_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"text", "mode"};
+    static const shp_argspec spec = {"_md_text", names, 2, 2, 1, 0};
+    PyObject *v[2], *text = NULL, *mode = NULL;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        shp_arg_str(v[0], "_md_text()", "text", 0, &text) < 0 ||
+        (v[1] != NULL && shp_arg_str(v[1], "_md_text()", "mode", 0, &mode) < 0))
+        return NULL;
+    if (mode == NULL || PyUnicode_CompareWithASCIIString(mode, "cell") == 0)
+        return shp_md_text(text, SHP_MD_CELL);
+    if (PyUnicode_CompareWithASCIIString(mode, "heading") == 0)
+        return shp_md_text(text, SHP_MD_HEADING);
+    if (PyUnicode_CompareWithASCIIString(mode, "code") == 0)
+        return shp_md_code_span(text);
+    return shp_arg_value_error("_md_text()", "mode", "'cell', 'heading' or 'code'", mode), NULL;
+}
+
+/* _html_escape(text): text with & < > " as entities. */
+PyObject *
+shp_html_escape_py(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *text = NULL;
+    if (shp_arg_str(arg, "_html_escape()", "text", 0, &text) < 0)
+        return NULL;
+    return shp_html_escape(text);
+}
+
+/* _count(value, param, owner=None, lowest=0, highest=None) -> int */
+PyObject *
+shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"value", "param", "owner", "lowest", "highest"};
+    static const shp_argspec spec = {"_count", names, 5, 5, 2, 0};
+    PyObject *v[5], *param = NULL, *owner = NULL;
+    Py_ssize_t lowest = 0, highest = -1, out;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        shp_arg_str(v[1], "_count()", "param", 0, &param) < 0 ||
+        (v[2] != NULL && shp_arg_str(v[2], "_count()", "owner", 1, &owner) < 0) ||
+        (v[3] != NULL && shp_arg_ssize(v[3], "_count()", "lowest", &lowest) < 0) ||
+        (v[4] != NULL && v[4] != Py_None && shp_arg_ssize(v[4], "_count()", "highest", &highest) < 0))
+        return NULL;
+    const char *p = PyUnicode_AsUTF8(param), *o = owner ? PyUnicode_AsUTF8(owner) : NULL;
+    if (p == NULL || (owner != NULL && o == NULL))
+        return NULL;
+    if (shp_arg_count(v[0], o, p, lowest, highest, &out) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(out);
+}
+
+/* ---- pooling ---------------------------------------------------------------------- */
+
+/* The median of x[0..n) through a copy in scratch. */
+static double
+median_copy(const double *x, Py_ssize_t n, double *scratch)
+{
+    memcpy(scratch, x, (size_t)n * sizeof(double));
+    return shp_percentile_inplace(scratch, n, 0.5);
+}
+
+/* x[i] over the parts, NaN ones left out: their median (NaN when none). */
+static double
+median_known(double *x, Py_ssize_t n)
+{
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!isnan(x[i]))
+            x[k++] = x[i];
+    return k > 0 ? shp_percentile_inplace(x, k, 0.5) : NAN;
+}
+
+#define PART(seq, i) ((shp_Stats *)PyTuple_GET_ITEM((seq), (i)))
+
+/* The per-iteration figures pooled: weighted by each part's timed calls, and
+ * only when every part has the figure. */
+static double
+per_iteration(PyObject *seq, Py_ssize_t n, size_t offset)
+{
+    double sum = 0.0, calls = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double v = *(const double *)((const char *)PART(seq, i) + offset);
+        if (isnan(v))
+            return NAN;
+        sum += v * (double)PART(seq, i)->timed_iters;
+        calls += (double)PART(seq, i)->timed_iters;
+    }
+    return calls > 0 ? sum / calls : NAN;
+}
+
+/* The figures of the pooled result that come from its parts, not from its samples. */
+static int
+pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
+{
+    shp_Stats *first = PART(seq, 0);
+    Py_XSETREF(s->name, Py_XNewRef(first->name));
+    Py_XSETREF(s->device, Py_XNewRef(first->device));
+    Py_XSETREF(s->ram_peak_method, Py_XNewRef(first->ram_peak_method));
+    Py_XSETREF(s->params, Py_XNewRef(first->params));
+    Py_XSETREF(s->env, Py_XNewRef(first->env));
+    Py_XSETREF(s->warmup_ms, Py_XNewRef(first->warmup_ms));
+    Py_XSETREF(s->cache, Py_XNewRef(first->cache));
+    Py_XSETREF(s->counter_source, Py_XNewRef(first->counter_source));
+    s->batch_size = first->batch_size;
+    s->first_call_ms = first->first_call_ms;
+    s->settle_calls = first->settle_calls;
+    Py_ssize_t warmup = 0;
+    int busy = -1;
+    double ram = 0.0, vram = 0.0, torch_mb = NAN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        shp_Stats *p = PART(seq, i);
+        if (shp_size_add(warmup, p->warmup_iters, &warmup) < 0) {
+            PyErr_SetString(PyExc_ValueError, "_pool(): warmup_iters add up to too many");
+            return -1;
+        }
+        ram = fmax(ram, p->ram_delta_mb);
+        vram = fmax(vram, p->vram_delta_mb);
+        if (!isnan(p->torch_max_allocated_mb))
+            torch_mb = isnan(torch_mb) ? p->torch_max_allocated_mb
+                                       : fmax(torch_mb, p->torch_max_allocated_mb);
+        if (p->machine_busy >= 0)
+            busy = busy == 1 || p->machine_busy == 1;
+        scratch[i] = p->overhead_ms;
+    }
+    s->warmup_iters = warmup;
+    s->ram_delta_mb = ram;
+    s->vram_delta_mb = vram;
+    s->torch_max_allocated_mb = torch_mb;
+    s->machine_busy = busy;
+    s->overhead_ms = median_known(scratch, n);
+    s->minor_faults_per_iter = per_iteration(seq, n, offsetof(shp_Stats, minor_faults_per_iter));
+    s->major_faults_per_iter = per_iteration(seq, n, offsetof(shp_Stats, major_faults_per_iter));
+    s->vol_ctx_switches_per_iter =
+        per_iteration(seq, n, offsetof(shp_Stats, vol_ctx_switches_per_iter));
+    s->invol_ctx_switches_per_iter =
+        per_iteration(seq, n, offsetof(shp_Stats, invol_ctx_switches_per_iter));
+    s->instructions_per_call = per_iteration(seq, n, offsetof(shp_Stats, instructions_per_call));
+    s->cycles_per_call = per_iteration(seq, n, offsetof(shp_Stats, cycles_per_call));
+    return 0;
+}
+
+/* _pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats */
+PyObject *
+shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    shp_state *st = PyModule_GetState(module);
+    static const char *const names[] = {"parts", "name", "runs", "fresh"};
+    static const shp_argspec spec = {"_pool", names, 4, 1, 1, 0};
+    static const char *const fn = "_pool()";
+    PyObject *v[4], *name = NULL, *seq = NULL, *sizes_t = NULL;
+    int runs = 0, fresh = 0;
+    double *buf = NULL, *scratch = NULL, spread = NAN;
+    Py_ssize_t *sizes = NULL;
+    shp_Stats *s = NULL;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        (v[1] != NULL && shp_arg_str(v[1], fn, "name", 1, &name) < 0) ||
+        (v[2] != NULL && shp_arg_flag(v[2], &runs) < 0) ||
+        (v[3] != NULL && shp_arg_flag(v[3], &fresh) < 0))
+        return NULL;
+    if (name != NULL)
+        Py_INCREF(name);   /* a flag's __bool__ above ran Python: hold what we use */
+    seq = PySequence_Tuple(v[0]);
+    if (seq == NULL)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), total = 0;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "_pool(): parts must not be empty");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(o, st->stats_type)) {
+            shp_arg_type_error(fn, "parts", "BenchmarkStats", o);
+            goto done;
+        }
+        if (PART(seq, i)->samples == NULL || PART(seq, i)->nsamples < 1) {
+            PyErr_Format(PyExc_ValueError, "%R has no samples to pool", PART(seq, i)->name);
+            goto done;
+        }
+        if (shp_size_add(total, PART(seq, i)->nsamples, &total) < 0) {
+            PyErr_SetString(PyExc_ValueError, "_pool(): the parts hold too many samples");
+            goto done;
+        }
+    }
+    if (n == 1 && !runs && name == NULL) {   /* one segment is the run itself */
+        Py_INCREF(PART(seq, 0));
+        s = PART(seq, 0);
+        goto done;
+    }
+    /* every sample and every part's median first: nothing below runs Python
+     * until the samples are copied */
+    buf = PyMem_Malloc((size_t)total * sizeof(double));
+    scratch = PyMem_Malloc((size_t)(total + n) * sizeof(double));
+    sizes = PyMem_New(Py_ssize_t, (size_t)n);
+    if (buf == NULL || scratch == NULL || sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *logmed = scratch + total;
+    int positive = 1;
+    for (Py_ssize_t i = 0, off = 0; i < n; i++) {
+        shp_Stats *p = PART(seq, i);
+        sizes[i] = p->nsamples;
+        memcpy(buf + off, p->samples, (size_t)p->nsamples * sizeof(double));
+        double med = median_copy(p->samples, p->nsamples, scratch);
+        positive = positive && med > 0.0 && isfinite(med);
+        logmed[i] = positive ? log(med) : 0.0;
+        off += p->nsamples;
+    }
+    if (runs && n > 1 && positive) {
+        double mean = 0.0, ss = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            mean += logmed[i] / (double)n;
+        for (Py_ssize_t i = 0; i < n; i++)
+            ss += (logmed[i] - mean) * (logmed[i] - mean);
+        spread = sqrt(ss / (double)(n - 1));
+    }
+    if (runs) {
+        sizes_t = PyTuple_New(n);
+        for (Py_ssize_t i = 0; sizes_t != NULL && i < n; i++) {
+            PyObject *k = PyLong_FromSsize_t(sizes[i]);
+            if (k == NULL)
+                Py_CLEAR(sizes_t);
+            else
+                PyTuple_SET_ITEM(sizes_t, i, k);
+        }
+        if (sizes_t == NULL)
+            goto done;
+    }
+    s = shp_stats_from_buffer(st, buf, total);
+    buf = NULL;   /* taken */
+    if (s == NULL || pool_fields(s, seq, n, scratch) < 0)
+        goto error;
+    if (name != NULL)
+        Py_XSETREF(s->name, Py_NewRef(name));
+    if (runs) {
+        Py_XSETREF(s->run_sizes, Py_NewRef(sizes_t));
+        s->run_spread = spread;
+        if (fresh) {   /* fresh processes: where another would land */
+            if (shp_stats_apply_rerun(st, s, -1.0) < 0)
+                goto error;
+        }
+        else {   /* blocks of one process say nothing of a fresh process */
+            s->rerun_low_ms = s->rerun_high_ms = NAN;
+            Py_CLEAR(s->rerun_basis);
+        }
+    }
+    goto done;
+error:
+    Py_CLEAR(s);
+done:
+    PyMem_Free(buf);
+    PyMem_Free(scratch);
+    PyMem_Free(sizes);
+    Py_XDECREF(sizes_t);
+    Py_XDECREF(seq);
+    Py_XDECREF(name);
+    return (PyObject *)s;
+}
