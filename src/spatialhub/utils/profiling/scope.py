@@ -3,8 +3,9 @@
 
 Enter and exit are native (``_native.ProfilerCore`` and ``_native.Timer``); what is here
 is Python by nature: the decorator, the ``summary()`` log lines, the Markdown / HTML tree
-tables, ``to_dict`` / JSON and the Chrome trace export.  html, inspect and json are imported
-by the functions that use them: importing the package stays as light as before.
+tables (escaped by the core's one escaper: ``_native._md_text``, ``_html_escape``),
+``to_dict`` / JSON and the Chrome trace export.  inspect and json are imported by the
+functions that use them: importing the package stays as light as before.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any, Callable, Literal, TypeVar, cast
 
-from ._native import ProfileNode, ProfilerCore, Timer, _set_default_profiler
+from ._native import (ProfileNode, ProfilerCore, Timer, _html_escape, _md_text,
+                      _set_default_profiler)
 
 if TYPE_CHECKING:   # typing.ParamSpec is 3.10+; type checkers know typing_extensions'
     import inspect
@@ -37,19 +39,6 @@ def _ms(x: float | None) -> str:
     if x is None:
         return "–"
     return f"{x:.3g}" if x < 0.1 else f"{x:.2f}"
-
-
-def _md_cell(text: str) -> str:
-    """A Markdown table cell that renders as exactly `text`."""
-    out = []
-    for ch in text:
-        if ch in "\\`*_{}[]<>()#+-.!|~":
-            out.append("\\" + ch)
-        elif ch in "\r\n":
-            out.append(" ")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 # The signatures inspect.signature reports for HierarchicalProfiler (the constructor) and
@@ -283,21 +272,19 @@ class HierarchicalProfiler(ProfilerCore):
         lines = ["| " + " | ".join(self._COLUMNS) + " |",
                  "| :--- |" + " ---: |" * (len(self._COLUMNS) - 1)]
         for depth, node, share in self._rows():
-            name = "&nbsp;&nbsp;" * (depth - 1) + ("└ " if depth > 1 else "") + _md_cell(node.name)
+            name = "&nbsp;&nbsp;" * (depth - 1) + ("└ " if depth > 1 else "") + _md_text(node.name)
             lines.append("| " + " | ".join([name] + self._cells(node, share)) + " |")
         return "\n".join(lines)
 
     def to_html(self) -> str:
         """The tree as an HTML table (what Jupyter shows)."""
-        import html
-
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self._COLUMNS)
+        head = "".join(f"<th>{_html_escape(c)}</th>" for c in self._COLUMNS)
         body = []
         for depth, node, share in self._rows():
             pad = f' style="padding-left:{(depth - 1) * 1.2:.1f}em"'
-            cells = "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(node, share))
-            body.append(f"<tr><td{pad}>{html.escape(node.name)}</td>{cells}</tr>")
-        return (f"<table><caption>{html.escape(self.root_name)}</caption><thead><tr>{head}"
+            cells = "".join(f"<td>{_html_escape(c)}</td>" for c in self._cells(node, share))
+            body.append(f"<tr><td{pad}>{_html_escape(node.name)}</td>{cells}</tr>")
+        return (f"<table><caption>{_html_escape(self.root_name)}</caption><thead><tr>{head}"
                 f"</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
     def _repr_markdown_(self) -> str:
