@@ -51,6 +51,9 @@ static const shp_real_constant reals[] = {
 };
 
 static const shp_int_constant ints[] = {
+    /* benchmark_callable's defaults (bench.c), which every entry point takes */
+    {"DEFAULT_NUM_WARMUP", SHP_DEFAULT_NUM_WARMUP},
+    {"DEFAULT_NUM_ITERS", SHP_DEFAULT_NUM_ITERS},
     {"ADAPTIVE_MAX_SAMPLES", SHP_ADAPTIVE_MAX_SAMPLES},
     {"SETTLE_MIN_TIMED", SHP_SETTLE_MIN_TIMED},
     {"SETTLE_MAX_TAIL", SHP_SETTLE_MAX_TAIL},

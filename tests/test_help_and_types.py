@@ -331,3 +331,36 @@ def test_mypy_strict_on_a_user_script(tmp_path):
         for m in [re.search(r"# E: ([\w-]+)\s*$", text)] if m}
     assert len(expected) >= 6
     assert got == expected, out
+
+
+def test_every_warm_up_default_is_the_cores_one():
+    """The default warm-up is written once (_native.DEFAULT_NUM_WARMUP, from the C macro
+    benchmark_callable uses): every public entry point's num_warmup= / warmup= defaults to
+    it, and the stub says the same number."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    import spatialhub.utils.profiling as prof
+    from spatialhub.utils.profiling import _native
+
+    assert _native.DEFAULT_NUM_WARMUP == 10 and _native.DEFAULT_NUM_ITERS == 50
+    seen = []
+    for name in prof.__all__:
+        obj = getattr(prof, name, None)
+        if not callable(obj) or isinstance(obj, type):
+            continue
+        try:
+            params = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            continue
+        for p in ("num_warmup", "warmup"):
+            if p in params and params[p].default is not inspect.Parameter.empty:
+                seen.append(name)
+                assert params[p].default == _native.DEFAULT_NUM_WARMUP, (name, p)
+    assert {"benchmark_callable", "compare_callables", "profile_model"} <= set(seen), seen
+    assert inspect.signature(prof.benchmark_callable).parameters["num_iters"].default == \
+        _native.DEFAULT_NUM_ITERS
+    stub = (Path(_native.__file__).parent / "_native.pyi").read_text()
+    assert re.findall(r"num_warmup: int = (\d+)", stub) == [str(_native.DEFAULT_NUM_WARMUP)]
+    assert re.findall(r"num_iters: int = (\d+)", stub) == [str(_native.DEFAULT_NUM_ITERS)]

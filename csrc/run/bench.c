@@ -135,8 +135,8 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     if ((v[OPT_NAME] && shp_arg_str(v[OPT_NAME], FN, "name", 0, &o->name) < 0) ||
         (v[OPT_DEVICE] && shp_arg_str(v[OPT_DEVICE], FN, "device", 0, &o->device) < 0))
         return -1;
-    o->num_warmup = 10;
-    o->num_iters = 50;
+    o->num_warmup = SHP_DEFAULT_NUM_WARMUP;
+    o->num_iters = SHP_DEFAULT_NUM_ITERS;
     o->track_ram = o->track_vram = 1;
     o->progress = -1;
     if (v[OPT_NUM_WARMUP] && as_count(v[OPT_NUM_WARMUP], "num_warmup", 0, &o->num_warmup, 0) < 0)

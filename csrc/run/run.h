@@ -250,6 +250,11 @@ void shp_counters_close(shp_counters *c);
 
 /* ---- bench.c ------------------------------------------------------------ */
 
+/* benchmark_callable's defaults, exported as _native.DEFAULT_NUM_WARMUP and
+ * DEFAULT_NUM_ITERS: every Python entry point takes its defaults from them. */
+#define SHP_DEFAULT_NUM_WARMUP 10
+#define SHP_DEFAULT_NUM_ITERS 50
+
 /* benchmark_callable(func, *args, <options>, **kwargs): a new BenchmarkStats,
  * or NULL with an exception set (BenchmarkInterrupted carries .stats). */
 PyObject *shp_benchmark_callable(PyObject *module, PyObject *const *args,

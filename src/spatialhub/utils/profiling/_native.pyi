@@ -33,6 +33,8 @@ ADAPTIVE_MIN_SAMPLES: int  # target_rel_ci is never judged on fewer samples
 __version__: str  # the version the core was built as (_version.py)
 # The documented defaults and thresholds (csrc/constants.c; docs/design.md lists them)
 DEFAULT_MARGIN: float
+DEFAULT_NUM_WARMUP: int
+DEFAULT_NUM_ITERS: int
 ASSUMED_RUN_SPREAD: float
 ASSUMED_BUSY_RUN_SPREAD: float
 BUSY_CPU_SHARE: float

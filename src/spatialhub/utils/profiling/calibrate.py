@@ -195,8 +195,8 @@ def calibrate_run_spread(processes: int = DEFAULT_PROCESSES, *, save: bool = Fal
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     values = list(np.random.default_rng(0).random(1000))
     frame = np.random.default_rng(0).random((1, 3, 240, 320)).astype(np.float32)
-    opts: dict[str, Any] = dict(num_warmup=10, num_iters=num_iters, track_ram=False,
-                                track_vram=False, progress=False)
+    opts: dict[str, Any] = dict(num_warmup=_native.DEFAULT_NUM_WARMUP, num_iters=num_iters,
+                                track_ram=False, track_vram=False, progress=False)
     jobs = {"sorted 1,000 floats": Job(fn, _sort_work, (values,), dict(opts, name="sort")),
             "NumPy pipeline 1x3x240x320": Job(fn, _pipeline_work, (frame,),
                                               dict(opts, name="pipeline"))}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._native import DEFAULT_NUM_WARMUP, BenchmarkStats, benchmark_callable, get_cuda_sync_fn
 from ._words import MODELS, remedy_words
 from .sweeps import SweepResult
 
@@ -108,7 +108,7 @@ def _onnx_feed(session: Any, inputs: Inputs | None,
 
 def benchmark_onnx(model: Model, inputs: Inputs | None = None,
                    providers: str | Iterable[str] | None = None, name: str | None = None,
-                   input_dims: Mapping[str, int] | None = None, warmup: int = 10,
+                   input_dims: Mapping[str, int] | None = None, warmup: int = DEFAULT_NUM_WARMUP,
                    iters: int = 50, session_options: onnxruntime.SessionOptions | None = None,
                    **bench_kw: Any) -> SweepResult:
     """Benchmark an ONNX model on one or more ONNX Runtime execution providers.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
-from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._native import DEFAULT_NUM_WARMUP, BenchmarkStats, benchmark_callable, get_cuda_sync_fn
 from ._words import MODELS, remedy_words
 from .sweeps import SweepResult, _sweep_rows
 
@@ -81,12 +81,14 @@ def _random_input(torch: Any, shape: tuple[int, ...], dtype: Any, dev: Any) -> A
 
 @overload
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
-                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100,
+                  device: str | torch.device = "cpu",
+                  warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100,
                   batch_sizes: None = None, dtype: DType | None = None, name: str | None = None,
                   **bench_kw: Any) -> BenchmarkStats: ...
 @overload
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
-                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100, *,
+                  device: str | torch.device = "cpu",
+                  warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100, *,
                   batch_sizes: Iterable[int], dtype: DType | None = None,
                   name: str | None = None, **bench_kw: Any) -> SweepResult: ...
 @overload
@@ -95,7 +97,8 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
                   batch_sizes: Iterable[int], dtype: DType | None = None,
                   name: str | None = None, **bench_kw: Any) -> SweepResult: ...
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
-                  device: str | torch.device = "cpu", warmup: int = 10, iters: int = 100,
+                  device: str | torch.device = "cpu",
+                  warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100,
                   batch_sizes: Iterable[int] | None = None, dtype: DType | None = None,
                   name: str | None = None, **bench_kw: Any) -> BenchmarkStats | SweepResult:
     """Latency profile of a ``torch.nn.Module`` (the latency-profiler recipe).
