@@ -1467,6 +1467,9 @@ PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
  * `entry` ("benchmark_callable", "benchmark_onnx", "profile_model",
  * "compare_callables", "cli"). */
 PyObject *shp_warning_texts(PyObject *module, PyObject *entry);
+/* Private _warning_class(causes): the class of a warning with this tuple of
+ * cause labels (the cause's own, or their cached combination).  New ref. */
+PyObject *shp_warning_class(PyObject *module, PyObject *labels);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
 
