@@ -68,20 +68,52 @@ def _rebuild_strided(span, offset, shape, strides, dtype, writeable):
     return a
 
 
-def _strided_reduce(a):
-    """A non-contiguous array as (its covered bytes, offset, shape, strides, dtype)."""
+def _rebuild_object_strided(cover, first, shape, strides, writeable):
+    from numpy.lib.stride_tricks import as_strided
+
+    return as_strided(cover[first:], shape=shape, strides=strides, writeable=writeable)
+
+
+def _object_cover(a, low, high):
+    """The elements of a's outermost base between the addresses low and high, as a
+    contiguous slice of that base (a's dtype holds objects: no raw bytes to send), or
+    None when the base is not one such array."""
     import numpy as np
 
-    if a.size == 0 or a.dtype.hasobject:
+    b = a
+    while isinstance(b.base, np.ndarray):
+        b = b.base
+    size = a.itemsize
+    start = b.__array_interface__["data"][0]
+    if (not b.flags.c_contiguous or b.dtype != a.dtype or low < start or
+            high > start + b.nbytes or (low - start) % size or (high - low) % size or
+            any(s % size for s in a.strides)):
+        return None
+    return b.reshape(-1)[(low - start) // size:(high - start) // size]
+
+
+def _strided_reduce(a):
+    """A non-contiguous array as the memory it covers (its bytes; for a dtype holding
+    objects, its base's elements there), its offset, shape, strides and whole dtype."""
+    import numpy as np
+
+    if a.size == 0:
         return NotImplemented
     address = a.__array_interface__["data"][0]
     low = address + sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
     high = address + sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + a.itemsize
     if high - low > 64 * a.nbytes:   # a sparse view of a huge array: send its elements
         return NotImplemented
+    writeable = bool(a.flags.writeable)
+    if a.dtype.hasobject:
+        cover = _object_cover(a, low, high)
+        if cover is None:
+            return NotImplemented
+        return (_rebuild_object_strided,
+                (cover, (address - low) // a.itemsize, a.shape, a.strides, writeable))
     span = np.asarray(_Span(a, low, high - low))
-    return (_rebuild_strided,
-            (span, address - low, a.shape, a.strides, a.dtype.str, bool(a.flags.writeable)))
+    # the dtype itself, pickled: its str ("|V12") drops fields, sub-arrays and metadata
+    return (_rebuild_strided, (span, address - low, a.shape, a.strides, a.dtype, writeable))
 
 
 def _override(obj):
