@@ -43,6 +43,24 @@ def described(tmp_path, *arrays):
     return child, here
 
 
+def run_script(tmp_path, body, timeout=120):
+    """Run `body` as a script in its own session; a hang past `timeout` kills the whole
+    group (the script and its children) and fails the test."""
+    path = tmp_path / "s.py"
+    path.write_text(textwrap.dedent(body))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"the script was still running after {timeout} s (a deadlock)")
+    return proc.returncode, out, err
+
+
 # ---- defect 2: a strided array's dtype arrives whole --------------------------------------
 
 def test_a_strided_structured_array_keeps_its_fields_subarrays_and_metadata(tmp_path):
@@ -88,3 +106,88 @@ def test_arguments_of_every_other_kind_arrive_as_the_parent_holds_them(tmp_path)
     assert child[5]["strides"] == [-8] and child[6]["f_contiguous"] is True
     assert child[7]["writeable"] is False and child[8]["writeable"] is False
     assert child[9]["strides"] == [10]   # a field's view: a stride of the record size
+
+
+# ---- defect 9: a load failure with a long report while a large job is sent ---------------
+
+@pytest.mark.parametrize("path", ["posix", "stdout pipe"])
+def test_a_long_load_error_during_a_large_job_is_reported_not_a_deadlock(tmp_path, path):
+    # without cloudpickle the child loads this script to find `work`; loaded there
+    # (not as __main__) it raises with a 300 KB message, before it reads the 16 MB job
+    rc, out, err = run_script(tmp_path, f"""
+        import sys
+        sys.modules["cloudpickle"] = None
+        import threading
+        import numpy as np
+        from spatialhub.utils.profiling import _launch, benchmark_repeated
+
+        def work(a):
+            return a[0]
+
+        if __name__ == "__main__":
+            _launch._STDOUT_PIPE = {path == "stdout pipe"}   # Windows' way, here too
+            try:
+                benchmark_repeated(work, np.ones(2 * 1024 * 1024), repeat=1, num_warmup=0,
+                                   num_iters=1)
+            except RuntimeError as exc:
+                print("threads", threading.active_count())
+                raise
+        else:
+            raise ImportError("refusing to load: " + "x" * 300_000)
+    """, timeout=90)
+    assert rc == 1 and out.strip() == "threads 1", (out, err[-2000:])
+    assert ("could not load the function or its arguments: builtins.ImportError: refusing "
+            "to load: xxx") in err
+    assert "characters cut]" in err   # the report is bounded, and says so
+    assert len(err) < 100_000, len(err)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize("path", ["posix", "stdout pipe"])
+def test_ctrl_c_while_the_job_is_sent_ends_the_child_and_leaves_no_thread(tmp_path, path):
+    # the child loads this script (no cloudpickle) and sleeps there before it reads the
+    # 16 MB job, so the parent is still sending it when its Ctrl-C comes
+    pids = tmp_path / "pids.txt"
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, threading, time
+        sys.modules["cloudpickle"] = None
+        import numpy as np
+        from spatialhub.utils.profiling import _launch, benchmark_repeated
+
+        def work(a):
+            return a[0]
+
+        if __name__ == "__main__":
+            _launch._STDOUT_PIPE = {path == "stdout pipe"}
+            try:
+                benchmark_repeated(work, np.ones(2 * 1024 * 1024), repeat=1, num_warmup=0,
+                                   num_iters=1)
+            except KeyboardInterrupt:
+                print("interrupted; threads", threading.active_count(), flush=True)
+                sys.exit(3)
+        else:
+            with open({str(pids)!r}, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            time.sleep(60)
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pids.exists() and pids.read_text()):
+            time.sleep(0.1)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)   # the parent alone: the child ignores SIGINT
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 3 and out.strip() == "interrupted; threads 1", (out, err)
+    child = int(pids.read_text().split()[0])
+    time.sleep(0.3)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)

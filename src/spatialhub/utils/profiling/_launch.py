@@ -27,6 +27,7 @@ import pickle
 import pickletools
 import subprocess
 import sys
+import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -34,6 +35,10 @@ from . import _native
 from ._worker import _ALIGN, _LEN
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Windows has no pass_fds and cannot wait on pipes with select: there the result comes
+# on the child's stdout and a thread sends the job while this one reads.  (A switch,
+# so that the tests run that path on POSIX too.)
+_STDOUT_PIPE = os.name != "posix"
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PACKAGE_DIR)))   # holds spatialhub/
 
 if TYPE_CHECKING:
@@ -260,43 +265,104 @@ class Job:
 
     def run(self, k: int, of: int) -> BenchmarkStats:
         """The k-th (1-based) of `of` runs: a BenchmarkStats, or the child's exception."""
-        posix = os.name == "posix"
-        rfd = wfd = None
-        if posix:
-            rfd, wfd = os.pipe()
-            proc = subprocess.Popen(self._command(wfd), stdin=subprocess.PIPE,
-                                    pass_fds=(wfd,), close_fds=True)
-            os.close(wfd)
-            reader = io.FileIO(rfd, "rb", closefd=True)
-        else:
+        if _STDOUT_PIPE:
             proc = subprocess.Popen(self._command(None), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE)
             reader = proc.stdout
+        else:
+            rfd, wfd = os.pipe()
+            try:
+                proc = subprocess.Popen(self._command(wfd), stdin=subprocess.PIPE,
+                                        pass_fds=(wfd,), close_fds=True)
+            except BaseException:
+                os.close(rfd)
+                raise
+            finally:
+                os.close(wfd)
+            reader = io.FileIO(rfd, "rb", closefd=True)
+        writer = None
         try:
-            self._send(proc)
-            reply = self._receive(reader)
+            if _STDOUT_PIPE:   # the job from a thread while this one reads the reply
+                writer = threading.Thread(target=self._send, args=(proc.stdin,),
+                                          name="spatialhub-job-writer", daemon=True)
+                writer.start()
+                reply = self._receive(reader)
+            else:
+                reply = self._exchange(proc.stdin, reader)
             proc.wait()
         except BaseException:
             _end(proc)
             raise
         finally:
+            if writer is not None:   # the child has exited or been ended: the write is over
+                writer.join()
             reader.close()
         return self._result(reply, proc.returncode, k, of)
 
-    def _send(self, proc):
+    def _chunks(self):
+        """The job as the child reads it: header length, header, stream, buffers."""
         header = pickle.dumps(self.header, protocol=4)
+        views = [memoryview(_LEN.pack(len(header)) + header), memoryview(self.stream)]
+        views += [pb.raw() for pb in self.buffers]
+        return [v for v in views if v.nbytes]
+
+    def _exchange(self, stdin, reader):
+        """Send the job and read the reply at once, writing only what the pipe takes
+        (POSIX): a child that reports a failure before it reads the whole job (a
+        script that fails to load) is read, never left blocked on its reply while this
+        process blocks on the job.  The reply, or None at end of file without one."""
+        import selectors
+
+        chunks = self._chunks()
+        wfd, rfd = stdin.fileno(), reader.fileno()
+        os.set_blocking(wfd, False)
+        got = bytearray()
         try:
-            proc.stdin.write(_LEN.pack(len(header)))
-            proc.stdin.write(header)
-            proc.stdin.write(self.stream)
-            for pb in self.buffers:
-                proc.stdin.write(pb.raw())
-            proc.stdin.close()
-        except BrokenPipeError:   # the child stopped reading (it failed early): its reply says why
+            with selectors.DefaultSelector() as sel:
+                sel.register(rfd, selectors.EVENT_READ)
+                if chunks:
+                    sel.register(wfd, selectors.EVENT_WRITE)
+                else:
+                    stdin.close()
+                while True:
+                    for key, _ in sel.select():
+                        if key.fd == wfd:
+                            try:
+                                n = os.write(wfd, chunks[0])
+                            except BlockingIOError:
+                                continue
+                            except OSError:   # the child stopped reading: its reply says why
+                                chunks.clear()
+                            else:
+                                chunks[0] = chunks[0][n:]
+                                if not chunks[0].nbytes:
+                                    del chunks[0]
+                            if not chunks:
+                                sel.unregister(wfd)
+                                stdin.close()   # end of the job
+                            continue
+                        chunk = os.read(rfd, 1 << 16)
+                        if not chunk:
+                            return None
+                        got += chunk
+                        if len(got) >= _LEN.size and \
+                                len(got) >= _LEN.size + _LEN.unpack_from(got)[0]:
+                            del got[:_LEN.size]
+                            return pickle.loads(got)
+        finally:
+            if not stdin.closed:   # the child answered before it read the whole job
+                stdin.close()
+
+    def _send(self, stdin):
+        """Write the job (the stdout-pipe path's writer thread)."""
+        try:
             try:
-                proc.stdin.close()
-            except OSError:
-                pass
+                for view in self._chunks():
+                    stdin.write(view)
+            finally:
+                stdin.close()
+        except (OSError, ValueError):   # the child stopped reading (its reply says why), or
+            pass                        # was ended (the pipe broken, or closed by _end)
 
     @staticmethod
     def _receive(reader):

@@ -151,15 +151,40 @@ def _apply_late(state, record):
     record["mmap_threshold"] = {"parent": parent, "child_before": before, "child": after}
 
 
-def _describe(exc):
-    """An exception as the parent can rebuild it: (pickled or None, type name, text)."""
+# A report's bounds: a child that fails before it has read the job writes its report
+# while the parent may still be writing the job (the parent reads as it writes, and a
+# bounded report keeps the failure a few lines, however long its message).
+_MAX_TEXT = 32 * 1024          # characters of a traceback
+_MAX_MESSAGE = 4 * 1024        # characters of an exception's str()
+_MAX_LOAD_BLOB = 64 * 1024     # bytes of a load failure's pickled exception
+
+
+def _bounded(text, limit):
+    """text, or its head and tail around a mark saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[{len(text) - 2 * half:,} characters cut]\n{text[-half:]}"
+
+
+def _describe(exc, load=False):
+    """An exception as the parent can rebuild it: (pickled or None, type name, text,
+    traceback), the texts bounded; load: a failure to load the job, whose pickled
+    exception is bounded too (the user's own exception is sent whole)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        message = str(exc)
+    except Exception:   # noqa: BLE001 - a __str__ that fails: the traceback says the rest
+        message = f"<{type(exc).__name__}: str() failed>"
     try:
         blob = pickle.dumps(exc)
         pickle.loads(blob)
     except Exception:   # noqa: BLE001 - any failure: send the text only
         blob = None
-    return blob, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), text
+    if load and blob is not None and len(blob) > _MAX_LOAD_BLOB:
+        blob = None
+    return (blob, f"{type(exc).__module__}.{type(exc).__qualname__}",
+            _bounded(message, _MAX_MESSAGE), _bounded(text, _MAX_TEXT))
 
 
 def _send(out, reply):
@@ -179,13 +204,13 @@ def _run(stdin, header, record):
         except MainGuardError:
             return ("main_guard", header["main"][1])
         except BaseException as exc:   # noqa: BLE001 - reported to the parent
-            return ("load_error",) + _describe(exc)
+            return ("load_error",) + _describe(exc, load=True)
     stream, mapping = _read_bytes(stdin, header["stream_len"])
     buffers = _read_buffers(stdin, header["buffers"])
     try:
         func, args, kwargs = pickle.loads(stream, buffers=buffers)
     except BaseException as exc:   # noqa: BLE001
-        return ("load_error",) + _describe(exc)
+        return ("load_error",) + _describe(exc, load=True)
     finally:
         del stream
         if mapping is not None:
@@ -224,7 +249,7 @@ def main(fd=None):
     try:
         reply = _run(stdin, header, record)
     except BaseException as exc:   # noqa: BLE001 - a failure of ours: report it, never hang
-        reply = ("load_error",) + _describe(exc)
+        reply = ("load_error",) + _describe(exc, load=True)
     try:
         _send(out, reply)
     except Exception as exc:   # noqa: BLE001 - e.g. a result that does not pickle
