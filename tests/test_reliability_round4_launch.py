@@ -108,6 +108,77 @@ def test_arguments_of_every_other_kind_arrive_as_the_parent_holds_them(tmp_path)
     assert child[9]["strides"] == [10]   # a field's view: a stride of the record size
 
 
+# ---- defect 7: a relayed warning is the in-process class, with what it carries ----------
+
+def test_a_relayed_warning_is_the_class_an_in_process_run_raises_with_its_attributes():
+    # a native no-op on an accelerator label nothing syncs: "no device sync", and the
+    # median is the harness's floor itself: "overhead-dominated"; one combined class
+    opts = dict(device="xpu", num_warmup=0, num_iters=5, track_ram=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark_repeated(_native._noop, repeat=2, **opts)
+    [w] = [r for r in caught if issubclass(r.category, prof.BenchmarkWarning)]
+    m = w.message
+    assert {"no device sync", "overhead-dominated"} <= set(m.causes)
+    assert type(m) is _native._warning_class(m.causes)   # the class an in-process run gives
+    assert isinstance(m, prof.NoDeviceSyncWarning) and isinstance(m, prof.OverheadWarning)
+    assert m.device == "xpu" and m.benchmark == "BenchmarkTarget"
+    assert m.median_ms > 0 and m.overhead_ms > 0
+    assert isinstance(m.stats, prof.BenchmarkStats) and m.stats.timed_iters == 5
+    assert "worker" in m.stats.env   # the child's own result
+    assert str(m).startswith("benchmark 'BenchmarkTarget':\n")
+    assert str(m).endswith("(in 2 of 2 fresh processes; the first shown)")
+    assert w.filename == __file__   # the user's line, as before
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.filterwarnings("error", category=prof.NoDeviceSyncWarning)
+        with pytest.raises(prof.NoDeviceSyncWarning) as info:
+            benchmark_repeated(_native._noop, repeat=1, **opts)
+    assert "no device sync" in info.value.causes and info.value.stats.timed_iters == 5
+
+
+@pytest.mark.filterwarnings("error::spatialhub.utils.profiling.NoDeviceSyncWarning")
+def test_an_error_filter_named_as_on_the_command_line_raises_from_fresh_processes():
+    # what pytest's and Python's -W error::MODULE.CLASS install (Python's own -W cannot
+    # name a class of an installed package: it is read before site-packages is on the path)
+    with pytest.raises(prof.NoDeviceSyncWarning) as info:
+        benchmark_repeated(_native._noop, repeat=1, device="xpu", num_warmup=0, num_iters=3,
+                           track_ram=False)
+    assert "no device sync" in info.value.causes and info.value.device == "xpu"
+    assert info.value.stats.timed_iters == 3
+
+
+def test_a_users_warning_is_counted_once_per_process_with_its_class_and_attributes():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark_repeated(_fresh.warn_every_call, repeat=2, num_warmup=1, num_iters=3,
+                           track_ram=False)
+    mine = [r for r in caught if issubclass(r.category, _fresh.SlowPathWarning)]
+    assert len(mine) == 1, [str(r.message) for r in caught]
+    # 4 calls in each of 2 processes: said once, "in 2 of 2", not "in 8 of 2"
+    assert str(mine[0].message) == "took the slow path (in 2 of 2 fresh processes; the first shown)"
+    assert mine[0].message.path_taken == "slow"
+
+
+def test_a_warning_class_the_parent_lacks_still_arrives(tmp_path, monkeypatch):
+    (tmp_path / "only_in_the_child.py").write_text(textwrap.dedent("""
+        import warnings
+        class LonelyWarning(UserWarning):
+            pass
+        def warn():
+            warnings.warn("said by a module the parent never imported", LonelyWarning)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark_repeated(_fresh.warn_from, "only_in_the_child", repeat=1, **ONE)
+    assert "only_in_the_child" not in sys.modules
+    texts = [str(r.message) for r in caught if r.category is UserWarning]
+    assert texts == ["only_in_the_child.LonelyWarning: said by a module the parent never "
+                     "imported (in a fresh process)"], [str(r.message) for r in caught]
+
+
 # ---- defect 9: a load failure with a long report while a large job is sent ---------------
 
 @pytest.mark.parametrize("path", ["posix", "stdout pipe"])

@@ -15,8 +15,14 @@ function is sent:
 
 Arguments travel as an in-process run holds them: NumPy arrays' data out of band
 (pickle protocol 5), read by the child into NumPy-allocated memory at the same address
-modulo 64; a non-contiguous array keeps its strides over the span of memory it covers;
-read-only stays read-only.
+modulo 64; a non-contiguous array keeps its strides over the span of memory it covers,
+and its dtype whole (pickled: fields, sub-arrays, metadata); one of objects keeps its
+strides over its base's elements; read-only stays read-only.
+
+The job is written while the reply is read (a child that fails before it has read the
+job is heard, never left blocked on its report), and the children's warnings come back
+as instances of the classes an in-process run raises, with their attributes
+(:func:`relay_warnings`).
 """
 from __future__ import annotations
 
@@ -254,7 +260,8 @@ class Job:
         self.header = {"sys_path": list(sys.path), "main": main, "state": state,
                        "stream_len": len(stream), "buffers": _buffer_specs(buffers)}
         self.by_value = cloud is not None
-        self.warnings: list[tuple[str, str]] = []   # (category path, message) of the children
+        # (run, the warning as _worker.py records it, that run's BenchmarkStats)
+        self.warnings: list[tuple[int, tuple[Any, ...], Any]] = []
 
     def _command(self, fd):
         # SIGINT ignored first: the parent owns Ctrl-C and ends its children itself
@@ -385,7 +392,7 @@ class Job:
                                f"reported a result (its output, if any, is above)")
         kind = reply[0]
         if kind == "ok":
-            self.warnings.extend(reply[2])
+            self.warnings.extend((k, record, reply[1]) for record in reply[2])
             return reply[1]
         if kind == "main_guard":
             raise RuntimeError(
@@ -455,24 +462,65 @@ def _user_stacklevel():
     return level
 
 
+def _rebuilt(record, stats, suffix):
+    """A child's warning as an instance of the class an in-process run gives it (for one
+    of ours, the class of its causes: one cause's own, or their combination), with its
+    attributes, its text ending in `suffix`; of a class this process cannot find, a
+    UserWarning naming it, as before."""
+    path, text, causes, attrs, result_keys = record
+    cls = None
+    if causes is not None:
+        try:
+            cls = _native._warning_class(causes)
+        except (TypeError, ValueError):   # labels this build does not know
+            cls = None
+    if cls is None:
+        cls = _category(path)
+    if cls is None:
+        return UserWarning(f"{path}: {text}{suffix}")
+    try:
+        w = cls(text + suffix)
+    except Exception:   # noqa: BLE001 - an __init__ that wants other arguments
+        try:
+            w = cls.__new__(cls, text + suffix)   # its attributes are set below
+        except Exception:   # noqa: BLE001
+            return UserWarning(f"{path}: {text}{suffix}")
+    values = {key: stats for key in result_keys}
+    if causes is not None:
+        values["causes"] = causes
+    for key, blob in attrs.items():
+        try:
+            values[key] = pickle.loads(blob)
+        except Exception:   # noqa: BLE001 - a value of a class this process lacks
+            continue
+    for key, value in values.items():
+        try:
+            setattr(w, key, value)
+        except Exception:   # noqa: BLE001 - a read-only attribute of the user's class
+            pass
+    return w
+
+
 def relay_warnings(jobs: Iterable[Job], runs: int) -> None:
     """Re-issue the children's warnings once each, composed in this one place: the same
-    cause (the text with its numbers left out) from several runs is said once, with how
-    many of the `runs` fresh processes said it."""
+    cause (the class and the text with its numbers left out) from several runs is said
+    once, with how many of the `runs` fresh processes said it, as an instance of the
+    class an in-process run raises, carrying its attributes (the first run's) and, for
+    ours, .causes, .benchmark and .stats (that run's BenchmarkStats); so filters match
+    it as they would in process."""
     import re
 
-    groups = {}
-    for job in jobs:
-        for path, message in job.warnings:
-            key = (path, re.sub(r"[-+]?\d[\d.,]*(e[-+]?\d+)?%?", "#", message))
-            entry = groups.setdefault(key, [path, message, 0])
-            entry[2] += 1
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for j, job in enumerate(jobs):
+        for k, record, stats in job.warnings:
+            path, text, causes = record[:3]
+            key = (path, causes, re.sub(r"[-+]?\d[\d.,]*(e[-+]?\d+)?%?", "#", text))
+            entry = groups.setdefault(key, [record, stats, set()])
+            entry[2].add((j, k))   # a process said it (however many times)
         job.warnings = []
     level = _user_stacklevel()
-    for path, message, count in groups.values():
-        category = _category(path) or UserWarning
+    for record, stats, said in groups.values():
+        count = len(said)
         where = "a fresh process" if runs == 1 else f"{count} of {runs} fresh processes"
-        text = message if category is not UserWarning or _category(path) else \
-            f"{path}: {message}"
-        warnings.warn(f"{text} (in {where}; the first shown)" if count > 1 else
-                      f"{text} (in {where})", category, stacklevel=level)
+        suffix = f" (in {where}; the first shown)" if count > 1 else f" (in {where})"
+        warnings.warn(_rebuilt(record, stats, suffix), stacklevel=level)

@@ -187,6 +187,36 @@ def _describe(exc, load=False):
             _bounded(message, _MAX_MESSAGE), _bounded(text, _MAX_TEXT))
 
 
+def _warning_record(w, stats):
+    """A caught warning as the parent rebuilds it (_launch.relay_warnings): its class's
+    path, its text, its causes (ours: the tuple of labels that names the class), its
+    other attributes pickled one by one (one that does not pickle stays here), and the
+    names of those that are this run's result (sent once, with the reply)."""
+    from ._native import BenchmarkWarning
+
+    m = w.message
+    cat = w.category
+    try:
+        text = str(m)
+    except Exception:   # noqa: BLE001
+        text = f"<{cat.__name__}: str() failed>"
+    causes = getattr(m, "causes", None) if isinstance(m, BenchmarkWarning) else None
+    if not (isinstance(causes, tuple) and causes and all(type(c) is str for c in causes)):
+        causes = None
+    attrs, result_keys = {}, []
+    for key, value in list(vars(m).items()) if isinstance(m, BaseException) else ():
+        if key == "causes" and causes is not None:
+            continue
+        if value is stats:
+            result_keys.append(key)
+            continue
+        try:
+            attrs[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:   # noqa: BLE001
+            pass
+    return (f"{cat.__module__}.{cat.__qualname__}", text, causes, attrs, tuple(result_keys))
+
+
 def _send(out, reply):
     data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
     out.write(_LEN.pack(len(data)))
@@ -227,8 +257,12 @@ def _run(stdin, header, record):
     env = dict(stats.env or {})
     env["worker"] = {k: v for k, v in record.items() if k != "blas_limiter"}
     stats.env = env
-    relayed = [(f"{w.category.__module__}.{w.category.__qualname__}", str(w.message))
-               for w in caught]
+    relayed, seen = [], set()
+    for w in caught:   # a warning said every call: once
+        said = _warning_record(w, stats)
+        if said[:3] not in seen:
+            seen.add(said[:3])
+            relayed.append(said)
     return ("ok", stats, relayed)
 
 
