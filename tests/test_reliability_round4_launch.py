@@ -262,3 +262,15 @@ def test_ctrl_c_while_the_job_is_sent_ends_the_child_and_leaves_no_thread(tmp_pa
     time.sleep(0.3)
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+# ---- the audit: a user's exception that plain pickle cannot rebuild ----------------------
+
+def test_an_exception_whose_init_takes_other_arguments_arrives_as_itself():
+    with pytest.raises(_fresh.Strict) as info:
+        benchmark_repeated(_fresh.raise_strict, repeat=1, **ONE)
+    exc = info.value
+    assert exc.args == ("refused",) and exc.code == 42
+    notes = exc.__notes__
+    assert notes[0] == "the user's own note"
+    assert any(n.startswith("raised in the fresh process 1 of 1") for n in notes)

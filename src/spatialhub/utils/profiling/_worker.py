@@ -167,6 +167,39 @@ def _bounded(text, limit):
     return f"{text[:half]}\n[{len(text) - 2 * half:,} characters cut]\n{text[-half:]}"
 
 
+class _Rebuilt:
+    """Pickles an exception as its class, args and attributes, rebuilt without calling
+    its __init__: plain pickle calls ``type(exc)(*exc.args)``, which a class whose
+    __init__ takes other arguments (keyword-only, computed messages) refuses."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __reduce__(self):
+        exc = self.exc
+        return (_new_exception, (type(exc), exc.args, dict(vars(exc))))
+
+
+def _new_exception(cls, args, attrs):
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    for key, value in attrs.items():   # __notes__ and what its __init__ set
+        setattr(exc, key, value)
+    return exc
+
+
+def _exception_blob(exc):
+    """exc pickled so that it loads (as itself, or rebuilt from its parts), or None."""
+    for obj in (exc, _Rebuilt(exc)):
+        try:
+            blob = pickle.dumps(obj)
+            pickle.loads(blob)
+        except Exception:   # noqa: BLE001 - any failure: the next way, then the text only
+            continue
+        return blob
+    return None
+
+
 def _describe(exc, load=False):
     """An exception as the parent can rebuild it: (pickled or None, type name, text,
     traceback), the texts bounded; load: a failure to load the job, whose pickled
@@ -176,11 +209,7 @@ def _describe(exc, load=False):
         message = str(exc)
     except Exception:   # noqa: BLE001 - a __str__ that fails: the traceback says the rest
         message = f"<{type(exc).__name__}: str() failed>"
-    try:
-        blob = pickle.dumps(exc)
-        pickle.loads(blob)
-    except Exception:   # noqa: BLE001 - any failure: send the text only
-        blob = None
+    blob = _exception_blob(exc)
     if load and blob is not None and len(blob) > _MAX_LOAD_BLOB:
         blob = None
     return (blob, f"{type(exc).__module__}.{type(exc).__qualname__}",
