@@ -274,3 +274,27 @@ def test_an_exception_whose_init_takes_other_arguments_arrives_as_itself():
     notes = exc.__notes__
     assert notes[0] == "the user's own note"
     assert any(n.startswith("raised in the fresh process 1 of 1") for n in notes)
+
+
+# ---- the audit: the pooled result keeps what every run measured --------------------------
+
+def test_the_pool_keeps_the_cache_mode_the_runs_had(tmp_path):
+    s = benchmark_repeated(sorted, [3, 1, 2], cache="cold", repeat=2, **ONE)
+    assert s.cache == "cold"   # was None: the pool dropped it
+
+
+def test_the_pool_keeps_counters_gpu_times_and_peaks_of_its_runs():
+    from spatialhub.utils.profiling.runner import _pool
+
+    def run(level, gpu, instructions, share, met, peak):
+        r = _native._stats_from_samples(np.full(20, level))
+        r.cache, r.counter_source, r.instructions_per_call = "warm", "perf_event", instructions
+        r.gpu_samples_ms, r.host_share, r.target_met = (gpu,) * 20, share, met
+        r.torch_max_allocated_mb = peak
+        return r
+    p = _pool([run(1.0, 0.5, 100.0, 0.2, True, 3.0), run(1.2, 0.7, 120.0, 0.4, False, 5.0)],
+              [20, 20], "x", fresh=True)
+    assert (p.cache, p.counter_source, p.instructions_per_call) == ("warm", "perf_event", 110.0)
+    assert len(p.gpu_samples_ms) == 40 and p.gpu_median_ms == pytest.approx(0.6)
+    assert p.gpu_p95_ms == pytest.approx(0.7) and p.host_share == pytest.approx(0.3)
+    assert p.target_met is False and p.torch_max_allocated_mb == 5.0

@@ -81,10 +81,23 @@ def _pool(runs: Sequence[BenchmarkStats], sizes: Sequence[int], name: str | None
     overheads = [r.overhead_ms for r in runs if r.overhead_ms is not None]
     pooled.overhead_ms = float(np.median(overheads)) if overheads else None
     for counter in ("minor_faults_per_iter", "major_faults_per_iter",
-                    "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+                    "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter",
+                    "instructions_per_call", "cycles_per_call", "host_share"):
         per_run = [getattr(r, counter) for r in runs if getattr(r, counter) is not None]
         if per_run:   # the typical run's, as the pool's median is the typical sample's
             setattr(pooled, counter, float(np.median(per_run)))
+    for field in ("cache", "counter_source"):   # how every run was made, when they agree
+        kinds = {getattr(r, field) for r in runs}
+        setattr(pooled, field, kinds.pop() if len(kinds) == 1 else None)
+    met = [r.target_met for r in runs]
+    pooled.target_met = None if None in met else all(met)
+    peaks = [r.torch_max_allocated_mb for r in runs if r.torch_max_allocated_mb is not None]
+    pooled.torch_max_allocated_mb = max(peaks) if peaks else None
+    if all(r.gpu_samples_ms for r in runs):   # GPU times pooled as the wall times are
+        gpu = np.concatenate([np.asarray(r.gpu_samples_ms, dtype=np.float64) for r in runs])
+        summary = _stats_from_samples(gpu)
+        pooled.gpu_samples_ms = tuple(gpu.tolist())
+        pooled.gpu_median_ms, pooled.gpu_p95_ms = summary.median_ms, summary.p95_ms
     pooled.run_sizes = tuple(sizes)
     busy = [r.machine_busy for r in runs if r.machine_busy is not None]
     pooled.machine_busy = any(busy) if busy else None
