@@ -340,6 +340,9 @@ static PyMethodDef shp_methods[] = {
     {"_warning_texts", shp_warning_texts, METH_NOARGS,
      "_warning_texts() -> dict\n\nTest hook: every cause's text with the remedy words in "
      "effect (remedy_words())."},
+    {"_warning_class", shp_warning_class, METH_O,
+     "_warning_class(causes) -> type\n\nThe class of a BenchmarkWarning whose .causes is this "
+     "tuple of labels: the cause's own, or their combination (for fresh processes' warnings)."},
     {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},

@@ -40,3 +40,62 @@ def slow(path):
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"{os.getpid()}\n")
     time.sleep(0.05)
+
+
+# ---- round 4 (tests/test_reliability_round4_launch.py): what crosses, as the child sees it
+
+def _dtype_row(dt):
+    import numpy as np
+
+    return {"str": str(dt), "descr": repr(dt.descr), "names": list(dt.names or ()),
+            "metadata": dict(dt.metadata) if dt.metadata is not None else None, "aligned_struct": bool(dt.isalignedstruct),
+            "subarray": repr(dt.subdtype), "byteorder": dt.byteorder,
+            "datetime_unit": np.datetime_data(dt)[0] if dt.kind in "mM" else None}
+
+
+def describe(path, *arrays):
+    """Append how the calling process holds each array to the JSON-lines file `path`."""
+    rows = []
+    for a in arrays:
+        rows.append({"type": type(a).__name__, "dtype": _dtype_row(a.dtype),
+                     "shape": list(a.shape), "strides": list(a.strides),
+                     "c_contiguous": bool(a.flags.c_contiguous),
+                     "f_contiguous": bool(a.flags.f_contiguous),
+                     "writeable": bool(a.flags.writeable),
+                     "values": repr(a.tolist())})
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rows) + "\n")
+
+
+class SlowPathWarning(UserWarning):
+    """A user's own warning class, with an attribute."""
+
+
+def warn_every_call():
+    import warnings
+
+    w = SlowPathWarning("took the slow path")
+    w.path_taken = "slow"
+    warnings.warn(w)
+
+
+def warn_from(module):
+    """Warn with a class of `module`, which only the calling process imports."""
+    import importlib
+
+    importlib.import_module(module).warn()
+
+
+class Strict(Exception):
+    """An exception whose __init__ takes a keyword-only argument: plain pickle cannot
+    rebuild it (it calls Strict(*args))."""
+
+    def __init__(self, message, *, code):
+        super().__init__(message)
+        self.code = code
+
+
+def raise_strict():
+    exc = Strict("refused", code=42)
+    exc.__notes__ = ["the user's own note"]   # what add_note (3.11+) makes
+    raise exc

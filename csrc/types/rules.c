@@ -135,9 +135,83 @@ per_iteration(PyObject *seq, Py_ssize_t n, size_t offset)
     return calls > 0 ? sum / calls : NAN;
 }
 
-/* The figures of the pooled result that come from its parts, not from its samples. */
+/* The parts' value of an object field when they all have the same one (by
+ * ==), else NULL; new reference.  -1 on error. */
 static int
-pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
+agreed(PyObject *seq, Py_ssize_t n, size_t offset, PyObject **out)
+{
+    *out = NULL;
+    PyObject *first = *(PyObject **)((char *)PART(seq, 0) + offset);
+    if (first == NULL)
+        return 0;
+    Py_INCREF(first);   /* the comparison may run Python code */
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *o = *(PyObject **)((char *)PART(seq, i) + offset);
+        if (o == NULL) {
+            Py_DECREF(first);
+            return 0;
+        }
+        Py_INCREF(o);
+        int eq = PyObject_RichCompareBool(first, o, Py_EQ);
+        Py_DECREF(o);
+        if (eq <= 0) {
+            Py_DECREF(first);
+            return eq;
+        }
+    }
+    *out = first;
+    return 0;
+}
+
+/* GPU times pooled as the wall times are, when every part has them.  0 / -1. */
+static int
+pool_gpu(shp_Stats *s, PyObject *seq, Py_ssize_t n)
+{
+    PyObject *parts = PyTuple_New(n), *all = NULL;
+    if (parts == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = PART(seq, i)->gpu_samples_ms;
+        if (g == NULL || !PyTuple_Check(g) || PyTuple_GET_SIZE(g) == 0) {
+            Py_DECREF(parts);
+            return 0;
+        }
+        PyTuple_SET_ITEM(parts, i, Py_NewRef(g));
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        total += PyTuple_GET_SIZE(PyTuple_GET_ITEM(parts, i));   /* tuples held: sizes fixed */
+    all = PyTuple_New(total);
+    double *x = all ? PyMem_Malloc((size_t)total * 2 * sizeof(double)) : NULL;
+    if (x == NULL) {
+        Py_XDECREF(all);
+        Py_DECREF(parts);
+        return all ? (PyErr_NoMemory(), -1) : -1;
+    }
+    for (Py_ssize_t i = 0, k = 0; i < n; i++) {
+        PyObject *g = PyTuple_GET_ITEM(parts, i);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(g); j++, k++) {
+            PyObject *v = PyTuple_GET_ITEM(g, j);   /* floats: the field's setter made them */
+            x[k] = PyFloat_AsDouble(v);
+            PyTuple_SET_ITEM(all, k, Py_NewRef(v));
+        }
+    }
+    Py_DECREF(parts);
+    shp_summary sm;
+    shp_summarize(x, total, x + total, &sm);
+    PyMem_Free(x);
+    Py_XSETREF(s->gpu_samples_ms, all);
+    s->gpu_median_ms = sm.median;
+    s->gpu_p95_ms = sm.p95;
+    return 0;
+}
+
+/* The figures of the pooled result that come from its parts, not from its
+ * samples.  The labels are the first part's; what describes how every part
+ * was made (cache, counter_source) when they agree; a segment's cold start
+ * is its run's, which fresh runs do not share.  0 / -1. */
+static int
+pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, int runs, double *scratch)
 {
     shp_Stats *first = PART(seq, 0);
     Py_XSETREF(s->name, Py_XNewRef(first->name));
@@ -145,14 +219,14 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
     Py_XSETREF(s->ram_peak_method, Py_XNewRef(first->ram_peak_method));
     Py_XSETREF(s->params, Py_XNewRef(first->params));
     Py_XSETREF(s->env, Py_XNewRef(first->env));
-    Py_XSETREF(s->warmup_ms, Py_XNewRef(first->warmup_ms));
-    Py_XSETREF(s->cache, Py_XNewRef(first->cache));
-    Py_XSETREF(s->counter_source, Py_XNewRef(first->counter_source));
     s->batch_size = first->batch_size;
-    s->first_call_ms = first->first_call_ms;
-    s->settle_calls = first->settle_calls;
+    if (!runs) {
+        Py_XSETREF(s->warmup_ms, Py_XNewRef(first->warmup_ms));
+        s->first_call_ms = first->first_call_ms;
+        s->settle_calls = first->settle_calls;
+    }
     Py_ssize_t warmup = 0;
-    int busy = -1;
+    int busy = -1, met = 1;
     double ram = 0.0, vram = 0.0, torch_mb = NAN;
     for (Py_ssize_t i = 0; i < n; i++) {
         shp_Stats *p = PART(seq, i);
@@ -167,6 +241,7 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
                                        : fmax(torch_mb, p->torch_max_allocated_mb);
         if (p->machine_busy >= 0)
             busy = busy == 1 || p->machine_busy == 1;
+        met = met < 0 || p->target_met < 0 ? -1 : met && p->target_met;
         scratch[i] = p->overhead_ms;
     }
     s->warmup_iters = warmup;
@@ -174,6 +249,7 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
     s->vram_delta_mb = vram;
     s->torch_max_allocated_mb = torch_mb;
     s->machine_busy = busy;
+    s->target_met = met;
     s->overhead_ms = median_known(scratch, n);
     s->minor_faults_per_iter = per_iteration(seq, n, offsetof(shp_Stats, minor_faults_per_iter));
     s->major_faults_per_iter = per_iteration(seq, n, offsetof(shp_Stats, major_faults_per_iter));
@@ -183,7 +259,15 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, double *scratch)
         per_iteration(seq, n, offsetof(shp_Stats, invol_ctx_switches_per_iter));
     s->instructions_per_call = per_iteration(seq, n, offsetof(shp_Stats, instructions_per_call));
     s->cycles_per_call = per_iteration(seq, n, offsetof(shp_Stats, cycles_per_call));
-    return 0;
+    s->host_share = per_iteration(seq, n, offsetof(shp_Stats, host_share));
+    PyObject *cache, *source;
+    if (agreed(seq, n, offsetof(shp_Stats, cache), &cache) < 0)
+        return -1;
+    Py_XSETREF(s->cache, cache);
+    if (agreed(seq, n, offsetof(shp_Stats, counter_source), &source) < 0)
+        return -1;
+    Py_XSETREF(s->counter_source, source);
+    return pool_gpu(s, seq, n);
 }
 
 /* _pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats */
@@ -276,7 +360,7 @@ shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject 
     }
     s = shp_stats_from_buffer(st, buf, total);
     buf = NULL;   /* taken */
-    if (s == NULL || pool_fields(s, seq, n, scratch) < 0)
+    if (s == NULL || pool_fields(s, seq, n, runs, scratch) < 0)
         goto error;
     if (name != NULL)
         Py_XSETREF(s->name, Py_NewRef(name));

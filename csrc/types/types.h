@@ -73,6 +73,9 @@ PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
 /* Test hook _warning_texts(): {class name: text} with the remedy words in
  * effect (the context's _remedy_words, else benchmark_callable's). */
 PyObject *shp_warning_texts(PyObject *module, PyObject *unused);
+/* Private _warning_class(causes): the class of a warning with this tuple of
+ * cause labels (the cause's own, or their cached combination).  New ref. */
+PyObject *shp_warning_class(PyObject *module, PyObject *labels);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
 
@@ -110,11 +113,15 @@ PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
  * _t975(df); _judge(ratio, lo, hi, margin); _md_text(text, mode='cell');
  * _html_escape(text); _count(value, param, owner=None, lowest=0,
  * highest=None); _pool(parts, *, name=None, runs=False, fresh=False): one
- * result over the samples of `parts` in order -- their summary, the first
- * part's labels, the warm-ups summed, memory the largest, the overhead the
- * median, per-call counts weighted by calls; runs=True also keeps run_sizes
- * and the runs' spread, and fresh=True the rerun interval of fresh
- * processes (else none); one part without runs= or name= is returned as is. */
+ * result over the samples of `parts` in order: their summary; the first
+ * part's labels; cache and counter_source when every part agrees; the
+ * warm-ups summed; memory peaks the largest; the overhead the median;
+ * per-call counts, page faults and host_share weighted by calls; GPU times
+ * pooled as the wall times are; target_met of all; busy if any was.
+ * Segments of one run (runs=False) keep the first's cold start; runs=True
+ * keeps run_sizes and the runs' spread, and fresh=True the rerun interval
+ * of fresh processes (else none).  One part without runs= or name= is
+ * returned as is. */
 PyObject *shp_t975_py(PyObject *module, PyObject *arg);
 PyObject *shp_judge_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames);

@@ -505,3 +505,43 @@ shp_suppressed_warnings(PyObject *module, PyObject *unused)
     }
     return d;
 }
+
+/* _warning_class(causes): the class shp_diag_emit gives a warning whose
+ * .causes is this tuple of labels -- the cause's own class, or the cached
+ * combination of several -- so that a warning relayed from a fresh process
+ * (_launch.py) is an instance of the class an in-process run raises.  New
+ * reference; TypeError for a non-tuple or a non-str label, ValueError for an
+ * empty tuple or an unknown label. */
+PyObject *
+shp_warning_class(PyObject *module, PyObject *labels)
+{
+    if (!PyTuple_Check(labels)) {
+        shp_arg_type_error("_warning_class()", "causes", "a tuple of cause labels", labels);
+        return NULL;
+    }
+    unsigned mask = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(labels); i++) {
+        /* borrowed from the caller's tuple, which holds it for the call; the
+         * comparisons run no Python code */
+        PyObject *label = PyTuple_GET_ITEM(labels, i);
+        if (!PyUnicode_Check(label)) {
+            shp_arg_type_error("_warning_class()", "each cause", "a str", label);
+            return NULL;
+        }
+        int c = 0;
+        while (c < SHP_N_CAUSES &&
+               PyUnicode_CompareWithASCIIString(label, shp_cause_label((shp_cause)c)) != 0)
+            c++;
+        if (c == SHP_N_CAUSES) {
+            shp_arg_value_error("_warning_class()", "each cause", "a cause label "
+                                "(as in a BenchmarkWarning's .causes)", label);
+            return NULL;
+        }
+        mask |= 1u << c;
+    }
+    if (mask == 0) {
+        PyErr_SetString(PyExc_ValueError, "_warning_class(): causes must name at least one cause");
+        return NULL;
+    }
+    return class_for(PyModule_GetState(module), mask);
+}

@@ -15,8 +15,14 @@ function is sent:
 
 Arguments travel as an in-process run holds them: NumPy arrays' data out of band
 (pickle protocol 5), read by the child into NumPy-allocated memory at the same address
-modulo 64; a non-contiguous array keeps its strides over the span of memory it covers;
-read-only stays read-only.
+modulo 64; a non-contiguous array keeps its strides over the span of memory it covers,
+and its dtype whole (pickled: fields, sub-arrays, metadata); one of objects keeps its
+strides over its base's elements; read-only stays read-only.
+
+The job is written while the reply is read (a child that fails before it has read the
+job is heard, never left blocked on its report), and the children's warnings come back
+as instances of the classes an in-process run raises, with their attributes
+(:func:`relay_warnings`).
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import pickle
 import pickletools
 import subprocess
 import sys
+import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -34,6 +41,10 @@ from . import _native
 from ._worker import _ALIGN, _LEN
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Windows has no pass_fds and cannot wait on pipes with select: there the result comes
+# on the child's stdout and a thread sends the job while this one reads.  (A switch,
+# so that the tests run that path on POSIX too.)
+_STDOUT_PIPE = os.name != "posix"
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PACKAGE_DIR)))   # holds spatialhub/
 
 if TYPE_CHECKING:
@@ -68,20 +79,52 @@ def _rebuild_strided(span, offset, shape, strides, dtype, writeable):
     return a
 
 
-def _strided_reduce(a):
-    """A non-contiguous array as (its covered bytes, offset, shape, strides, dtype)."""
+def _rebuild_object_strided(cover, first, shape, strides, writeable):
+    from numpy.lib.stride_tricks import as_strided
+
+    return as_strided(cover[first:], shape=shape, strides=strides, writeable=writeable)
+
+
+def _object_cover(a, low, high):
+    """The elements of a's outermost base between the addresses low and high, as a
+    contiguous slice of that base (a's dtype holds objects: no raw bytes to send), or
+    None when the base is not one such array."""
     import numpy as np
 
-    if a.size == 0 or a.dtype.hasobject:
+    b = a
+    while isinstance(b.base, np.ndarray):
+        b = b.base
+    size = a.itemsize
+    start = b.__array_interface__["data"][0]
+    if (not b.flags.c_contiguous or b.dtype != a.dtype or low < start or
+            high > start + b.nbytes or (low - start) % size or (high - low) % size or
+            any(s % size for s in a.strides)):
+        return None
+    return b.reshape(-1)[(low - start) // size:(high - start) // size]
+
+
+def _strided_reduce(a):
+    """A non-contiguous array as the memory it covers (its bytes; for a dtype holding
+    objects, its base's elements there), its offset, shape, strides and whole dtype."""
+    import numpy as np
+
+    if a.size == 0:
         return NotImplemented
     address = a.__array_interface__["data"][0]
     low = address + sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides))
     high = address + sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)) + a.itemsize
     if high - low > 64 * a.nbytes:   # a sparse view of a huge array: send its elements
         return NotImplemented
+    writeable = bool(a.flags.writeable)
+    if a.dtype.hasobject:
+        cover = _object_cover(a, low, high)
+        if cover is None:
+            return NotImplemented
+        return (_rebuild_object_strided,
+                (cover, (address - low) // a.itemsize, a.shape, a.strides, writeable))
     span = np.asarray(_Span(a, low, high - low))
-    return (_rebuild_strided,
-            (span, address - low, a.shape, a.strides, a.dtype.str, bool(a.flags.writeable)))
+    # the dtype itself, pickled: its str ("|V12") drops fields, sub-arrays and metadata
+    return (_rebuild_strided, (span, address - low, a.shape, a.strides, a.dtype, writeable))
 
 
 def _override(obj):
@@ -217,7 +260,8 @@ class Job:
         self.header = {"sys_path": list(sys.path), "main": main, "state": state,
                        "stream_len": len(stream), "buffers": _buffer_specs(buffers)}
         self.by_value = cloud is not None
-        self.warnings: list[tuple[str, str]] = []   # (category path, message) of the children
+        # (run, the warning as _worker.py records it, that run's BenchmarkStats)
+        self.warnings: list[tuple[int, tuple[Any, ...], Any]] = []
 
     def _command(self, fd):
         # SIGINT ignored first: the parent owns Ctrl-C and ends its children itself
@@ -228,43 +272,104 @@ class Job:
 
     def run(self, k: int, of: int) -> BenchmarkStats:
         """The k-th (1-based) of `of` runs: a BenchmarkStats, or the child's exception."""
-        posix = os.name == "posix"
-        rfd = wfd = None
-        if posix:
-            rfd, wfd = os.pipe()
-            proc = subprocess.Popen(self._command(wfd), stdin=subprocess.PIPE,
-                                    pass_fds=(wfd,), close_fds=True)
-            os.close(wfd)
-            reader = io.FileIO(rfd, "rb", closefd=True)
-        else:
+        if _STDOUT_PIPE:
             proc = subprocess.Popen(self._command(None), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE)
             reader = proc.stdout
+        else:
+            rfd, wfd = os.pipe()
+            try:
+                proc = subprocess.Popen(self._command(wfd), stdin=subprocess.PIPE,
+                                        pass_fds=(wfd,), close_fds=True)
+            except BaseException:
+                os.close(rfd)
+                raise
+            finally:
+                os.close(wfd)
+            reader = io.FileIO(rfd, "rb", closefd=True)
+        writer = None
         try:
-            self._send(proc)
-            reply = self._receive(reader)
+            if _STDOUT_PIPE:   # the job from a thread while this one reads the reply
+                writer = threading.Thread(target=self._send, args=(proc.stdin,),
+                                          name="spatialhub-job-writer", daemon=True)
+                writer.start()
+                reply = self._receive(reader)
+            else:
+                reply = self._exchange(proc.stdin, reader)
             proc.wait()
         except BaseException:
             _end(proc)
             raise
         finally:
+            if writer is not None:   # the child has exited or been ended: the write is over
+                writer.join()
             reader.close()
         return self._result(reply, proc.returncode, k, of)
 
-    def _send(self, proc):
+    def _chunks(self):
+        """The job as the child reads it: header length, header, stream, buffers."""
         header = pickle.dumps(self.header, protocol=4)
+        views = [memoryview(_LEN.pack(len(header)) + header), memoryview(self.stream)]
+        views += [pb.raw() for pb in self.buffers]
+        return [v for v in views if v.nbytes]
+
+    def _exchange(self, stdin, reader):
+        """Send the job and read the reply at once, writing only what the pipe takes
+        (POSIX): a child that reports a failure before it reads the whole job (a
+        script that fails to load) is read, never left blocked on its reply while this
+        process blocks on the job.  The reply, or None at end of file without one."""
+        import selectors
+
+        chunks = self._chunks()
+        wfd, rfd = stdin.fileno(), reader.fileno()
+        os.set_blocking(wfd, False)
+        got = bytearray()
         try:
-            proc.stdin.write(_LEN.pack(len(header)))
-            proc.stdin.write(header)
-            proc.stdin.write(self.stream)
-            for pb in self.buffers:
-                proc.stdin.write(pb.raw())
-            proc.stdin.close()
-        except BrokenPipeError:   # the child stopped reading (it failed early): its reply says why
+            with selectors.DefaultSelector() as sel:
+                sel.register(rfd, selectors.EVENT_READ)
+                if chunks:
+                    sel.register(wfd, selectors.EVENT_WRITE)
+                else:
+                    stdin.close()
+                while True:
+                    for key, _ in sel.select():
+                        if key.fd == wfd:
+                            try:
+                                n = os.write(wfd, chunks[0])
+                            except BlockingIOError:
+                                continue
+                            except OSError:   # the child stopped reading: its reply says why
+                                chunks.clear()
+                            else:
+                                chunks[0] = chunks[0][n:]
+                                if not chunks[0].nbytes:
+                                    del chunks[0]
+                            if not chunks:
+                                sel.unregister(wfd)
+                                stdin.close()   # end of the job
+                            continue
+                        chunk = os.read(rfd, 1 << 16)
+                        if not chunk:
+                            return None
+                        got += chunk
+                        if len(got) >= _LEN.size and \
+                                len(got) >= _LEN.size + _LEN.unpack_from(got)[0]:
+                            del got[:_LEN.size]
+                            return pickle.loads(got)
+        finally:
+            if not stdin.closed:   # the child answered before it read the whole job
+                stdin.close()
+
+    def _send(self, stdin):
+        """Write the job (the stdout-pipe path's writer thread)."""
+        try:
             try:
-                proc.stdin.close()
-            except OSError:
-                pass
+                for view in self._chunks():
+                    stdin.write(view)
+            finally:
+                stdin.close()
+        except (OSError, ValueError):   # the child stopped reading (its reply says why), or
+            pass                        # was ended (the pipe broken, or closed by _end)
 
     @staticmethod
     def _receive(reader):
@@ -287,7 +392,7 @@ class Job:
                                f"reported a result (its output, if any, is above)")
         kind = reply[0]
         if kind == "ok":
-            self.warnings.extend(reply[2])
+            self.warnings.extend((k, record, reply[1]) for record in reply[2])
             return reply[1]
         if kind == "main_guard":
             raise RuntimeError(
@@ -357,24 +462,65 @@ def _user_stacklevel():
     return level
 
 
+def _rebuilt(record, stats, suffix):
+    """A child's warning as an instance of the class an in-process run gives it (for one
+    of ours, the class of its causes: one cause's own, or their combination), with its
+    attributes, its text ending in `suffix`; of a class this process cannot find, a
+    UserWarning naming it, as before."""
+    path, text, causes, attrs, result_keys = record
+    cls = None
+    if causes is not None:
+        try:
+            cls = _native._warning_class(causes)
+        except (TypeError, ValueError):   # labels this build does not know
+            cls = None
+    if cls is None:
+        cls = _category(path)
+    if cls is None:
+        return UserWarning(f"{path}: {text}{suffix}")
+    try:
+        w = cls(text + suffix)
+    except Exception:   # noqa: BLE001 - an __init__ that wants other arguments
+        try:
+            w = cls.__new__(cls, text + suffix)   # its attributes are set below
+        except Exception:   # noqa: BLE001
+            return UserWarning(f"{path}: {text}{suffix}")
+    values = {key: stats for key in result_keys}
+    if causes is not None:
+        values["causes"] = causes
+    for key, blob in attrs.items():
+        try:
+            values[key] = pickle.loads(blob)
+        except Exception:   # noqa: BLE001 - a value of a class this process lacks
+            continue
+    for key, value in values.items():
+        try:
+            setattr(w, key, value)
+        except Exception:   # noqa: BLE001 - a read-only attribute of the user's class
+            pass
+    return w
+
+
 def relay_warnings(jobs: Iterable[Job], runs: int) -> None:
     """Re-issue the children's warnings once each, composed in this one place: the same
-    cause (the text with its numbers left out) from several runs is said once, with how
-    many of the `runs` fresh processes said it."""
+    cause (the class and the text with its numbers left out) from several runs is said
+    once, with how many of the `runs` fresh processes said it, as an instance of the
+    class an in-process run raises, carrying its attributes (the first run's) and, for
+    ours, .causes, .benchmark and .stats (that run's BenchmarkStats); so filters match
+    it as they would in process."""
     import re
 
-    groups = {}
-    for job in jobs:
-        for path, message in job.warnings:
-            key = (path, re.sub(r"[-+]?\d[\d.,]*(e[-+]?\d+)?%?", "#", message))
-            entry = groups.setdefault(key, [path, message, 0])
-            entry[2] += 1
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for j, job in enumerate(jobs):
+        for k, record, stats in job.warnings:
+            path, text, causes = record[:3]
+            key = (path, causes, re.sub(r"[-+]?\d[\d.,]*(e[-+]?\d+)?%?", "#", text))
+            entry = groups.setdefault(key, [record, stats, set()])
+            entry[2].add((j, k))   # a process said it (however many times)
         job.warnings = []
     level = _user_stacklevel()
-    for path, message, count in groups.values():
-        category = _category(path) or UserWarning
+    for record, stats, said in groups.values():
+        count = len(said)
         where = "a fresh process" if runs == 1 else f"{count} of {runs} fresh processes"
-        text = message if category is not UserWarning or _category(path) else \
-            f"{path}: {message}"
-        warnings.warn(f"{text} (in {where}; the first shown)" if count > 1 else
-                      f"{text} (in {where})", category, stacklevel=level)
+        suffix = f" (in {where}; the first shown)" if count > 1 else f" (in {where})"
+        warnings.warn(_rebuilt(record, stats, suffix), stacklevel=level)

@@ -151,15 +151,99 @@ def _apply_late(state, record):
     record["mmap_threshold"] = {"parent": parent, "child_before": before, "child": after}
 
 
-def _describe(exc):
-    """An exception as the parent can rebuild it: (pickled or None, type name, text)."""
+# A report's bounds: a child that fails before it has read the job writes its report
+# while the parent may still be writing the job (the parent reads as it writes, and a
+# bounded report keeps the failure a few lines, however long its message).
+_MAX_TEXT = 32 * 1024          # characters of a traceback
+_MAX_MESSAGE = 4 * 1024        # characters of an exception's str()
+_MAX_LOAD_BLOB = 64 * 1024     # bytes of a load failure's pickled exception
+
+
+def _bounded(text, limit):
+    """text, or its head and tail around a mark saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[{len(text) - 2 * half:,} characters cut]\n{text[-half:]}"
+
+
+class _Rebuilt:
+    """Pickles an exception as its class, args and attributes, rebuilt without calling
+    its __init__: plain pickle calls ``type(exc)(*exc.args)``, which a class whose
+    __init__ takes other arguments (keyword-only, computed messages) refuses."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __reduce__(self):
+        exc = self.exc
+        return (_new_exception, (type(exc), exc.args, dict(vars(exc))))
+
+
+def _new_exception(cls, args, attrs):
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    for key, value in attrs.items():   # __notes__ and what its __init__ set
+        setattr(exc, key, value)
+    return exc
+
+
+def _exception_blob(exc):
+    """exc pickled so that it loads (as itself, or rebuilt from its parts), or None."""
+    for obj in (exc, _Rebuilt(exc)):
+        try:
+            blob = pickle.dumps(obj)
+            pickle.loads(blob)
+        except Exception:   # noqa: BLE001 - any failure: the next way, then the text only
+            continue
+        return blob
+    return None
+
+
+def _describe(exc, load=False):
+    """An exception as the parent can rebuild it: (pickled or None, type name, text,
+    traceback), the texts bounded; load: a failure to load the job, whose pickled
+    exception is bounded too (the user's own exception is sent whole)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
-        blob = pickle.dumps(exc)
-        pickle.loads(blob)
-    except Exception:   # noqa: BLE001 - any failure: send the text only
+        message = str(exc)
+    except Exception:   # noqa: BLE001 - a __str__ that fails: the traceback says the rest
+        message = f"<{type(exc).__name__}: str() failed>"
+    blob = _exception_blob(exc)
+    if load and blob is not None and len(blob) > _MAX_LOAD_BLOB:
         blob = None
-    return blob, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), text
+    return (blob, f"{type(exc).__module__}.{type(exc).__qualname__}",
+            _bounded(message, _MAX_MESSAGE), _bounded(text, _MAX_TEXT))
+
+
+def _warning_record(w, stats):
+    """A caught warning as the parent rebuilds it (_launch.relay_warnings): its class's
+    path, its text, its causes (ours: the tuple of labels that names the class), its
+    other attributes pickled one by one (one that does not pickle stays here), and the
+    names of those that are this run's result (sent once, with the reply)."""
+    from ._native import BenchmarkWarning
+
+    m = w.message
+    cat = w.category
+    try:
+        text = str(m)
+    except Exception:   # noqa: BLE001
+        text = f"<{cat.__name__}: str() failed>"
+    causes = getattr(m, "causes", None) if isinstance(m, BenchmarkWarning) else None
+    if not (isinstance(causes, tuple) and causes and all(type(c) is str for c in causes)):
+        causes = None
+    attrs, result_keys = {}, []
+    for key, value in list(vars(m).items()) if isinstance(m, BaseException) else ():
+        if key == "causes" and causes is not None:
+            continue
+        if value is stats:
+            result_keys.append(key)
+            continue
+        try:
+            attrs[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:   # noqa: BLE001
+            pass
+    return (f"{cat.__module__}.{cat.__qualname__}", text, causes, attrs, tuple(result_keys))
 
 
 def _send(out, reply):
@@ -179,13 +263,13 @@ def _run(stdin, header, record):
         except MainGuardError:
             return ("main_guard", header["main"][1])
         except BaseException as exc:   # noqa: BLE001 - reported to the parent
-            return ("load_error",) + _describe(exc)
+            return ("load_error",) + _describe(exc, load=True)
     stream, mapping = _read_bytes(stdin, header["stream_len"])
     buffers = _read_buffers(stdin, header["buffers"])
     try:
         func, args, kwargs = pickle.loads(stream, buffers=buffers)
     except BaseException as exc:   # noqa: BLE001
-        return ("load_error",) + _describe(exc)
+        return ("load_error",) + _describe(exc, load=True)
     finally:
         del stream
         if mapping is not None:
@@ -202,8 +286,12 @@ def _run(stdin, header, record):
     env = dict(stats.env or {})
     env["worker"] = {k: v for k, v in record.items() if k != "blas_limiter"}
     stats.env = env
-    relayed = [(f"{w.category.__module__}.{w.category.__qualname__}", str(w.message))
-               for w in caught]
+    relayed, seen = [], set()
+    for w in caught:   # a warning said every call: once
+        said = _warning_record(w, stats)
+        if said[:3] not in seen:
+            seen.add(said[:3])
+            relayed.append(said)
     return ("ok", stats, relayed)
 
 
@@ -224,7 +312,7 @@ def main(fd=None):
     try:
         reply = _run(stdin, header, record)
     except BaseException as exc:   # noqa: BLE001 - a failure of ours: report it, never hang
-        reply = ("load_error",) + _describe(exc)
+        reply = ("load_error",) + _describe(exc, load=True)
     try:
         _send(out, reply)
     except Exception as exc:   # noqa: BLE001 - e.g. a result that does not pickle

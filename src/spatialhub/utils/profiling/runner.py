@@ -24,11 +24,9 @@ import random
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
-import numpy as np
-import numpy.typing as npt
-
 from ._native import (BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, Comparison,
-                      _apply_rerun, _stats_from_samples, benchmark_callable, compare_benchmarks)
+                      benchmark_callable, compare_benchmarks)
+from ._native import _pool as _native_pool
 from ._words import COMPARE, remedy_words
 
 __all__ = ["benchmark_repeated", "compare_callables", "compare_repeated"]
@@ -56,48 +54,12 @@ def _count(value: Any, what: str, fn: str, lowest: int, highest: int | None = No
     return n
 
 
-def _samples(stats: BenchmarkStats) -> npt.NDArray[np.float64]:
-    x = stats.samples_ms
-    if x is None:   # every run and block of ours keeps its samples
-        raise ValueError(f"{stats.name!r} has no samples to pool")
-    return x
-
-
-def _pool(runs: Sequence[BenchmarkStats], sizes: Sequence[int], name: str | None,
+def _pool(runs: Sequence[BenchmarkStats], name: str | None,
           fresh: bool = False) -> BenchmarkStats:
-    """One BenchmarkStats over the samples of several runs (in run order), with run identity;
-    fresh: the runs are fresh processes, so the pool gets their rerun interval."""
-    samples = np.concatenate([_samples(r) for r in runs])
-    pooled = _stats_from_samples(samples)
-    first = runs[0]
-    pooled.name = name if name is not None else first.name
-    pooled.device = first.device
-    pooled.warmup_iters = sum(r.warmup_iters for r in runs)
-    pooled.ram_delta_mb = max(r.ram_delta_mb for r in runs)
-    pooled.vram_delta_mb = max(r.vram_delta_mb for r in runs)
-    pooled.ram_peak_method = first.ram_peak_method
-    pooled.batch_size = first.batch_size
-    pooled.params = first.params
-    pooled.env = first.env
-    overheads = [r.overhead_ms for r in runs if r.overhead_ms is not None]
-    pooled.overhead_ms = float(np.median(overheads)) if overheads else None
-    for counter in ("minor_faults_per_iter", "major_faults_per_iter",
-                    "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
-        per_run = [getattr(r, counter) for r in runs if getattr(r, counter) is not None]
-        if per_run:   # the typical run's, as the pool's median is the typical sample's
-            setattr(pooled, counter, float(np.median(per_run)))
-    pooled.run_sizes = tuple(sizes)
-    busy = [r.machine_busy for r in runs if r.machine_busy is not None]
-    pooled.machine_busy = any(busy) if busy else None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        medians = np.log([float(np.median(_samples(r))) for r in runs])
-    if len(runs) > 1 and np.all(np.isfinite(medians)):
-        pooled.run_spread = float(np.std(medians, ddof=1))
-    if fresh:
-        _apply_rerun(pooled)
-    else:   # blocks of one process say nothing of a fresh process
-        pooled.rerun_low_ms = pooled.rerun_high_ms = pooled.rerun_basis = None
-    return pooled
+    """One BenchmarkStats over the samples of several runs (in run order), with run identity
+    (the core's one pooling rule, ``_native._pool``); fresh: the runs are fresh processes,
+    so the pool gets their rerun interval."""
+    return _native_pool(list(runs), name=name, runs=True, fresh=fresh)
 
 
 # ---- interleaved A/B in one process -------------------------------------------------
@@ -227,8 +189,7 @@ def _completed(runs: _Runs, block_iters: int, names: tuple[str, str], margin: fl
     done = min(len(runs[0]), len(runs[1]))
     if done < 2:
         return None
-    sizes = [block_iters] * done
-    pa, pb = _pool(runs[0][:done], sizes, names[0]), _pool(runs[1][:done], sizes, names[1])
+    pa, pb = _pool(runs[0][:done], names[0]), _pool(runs[1][:done], names[1])
     return compare_benchmarks(pa, pb, paired=True, margin=margin, seed=seed)
 
 
@@ -276,7 +237,7 @@ def _interrupted_runs(fn: str, done: int, repeat: int,
     completed (the KeyboardInterrupt itself propagates then)."""
     if not any(runs for runs, _ in sides):
         return None
-    pools = [_pool(runs, [r.timed_iters for r in runs], name, fresh=True) if runs else None
+    pools = [_pool(runs, name, fresh=True) if runs else None
              for runs, name in sides]
     counts = " and ".join(str(len(runs)) for runs, _ in sides)
     new = BenchmarkInterrupted(f"{fn} interrupted in round {done + 1} of {repeat}: .stats "
@@ -353,7 +314,7 @@ def benchmark_repeated(func: Callable[..., Any], *args: Any, repeat: int = 5,
             raise
         raise new from exc
     relay_warnings([job], repeat)
-    return _pool(runs, [r.timed_iters for r in runs], name, fresh=True)
+    return _pool(runs, name, fresh=True)
 
 
 def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
@@ -431,6 +392,6 @@ def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
             raise
         raise new from exc
     relay_warnings(jobs, 2 * repeat)
-    pa = _pool(runs[0], [r.timed_iters for r in runs[0]], names[0], fresh=True)
-    pb = _pool(runs[1], [r.timed_iters for r in runs[1]], names[1], fresh=True)
+    pa = _pool(runs[0], names[0], fresh=True)
+    pb = _pool(runs[1], names[1], fresh=True)
     return compare_benchmarks(pa, pb, margin=margin)
