@@ -99,3 +99,11 @@ def raise_strict():
     exc = Strict("refused", code=42)
     exc.__notes__ = ["the user's own note"]   # what add_note (3.11+) makes
     raise exc
+
+
+def record_words(path):
+    """Write the remedy words in effect in this (fresh) process to path, once."""
+    if not os.path.exists(path):
+        from spatialhub.utils.profiling import _words
+        with open(path, "w") as f:
+            json.dump(list(_words.current()), f)

@@ -263,3 +263,56 @@ def test_the_readme_map_names_every_file_in_its_folder():
         assert f"`{name.split('/')[-1]}`" in readme, f"csrc/README.md does not name {name}"
     order = [readme.index(f"`{layer}/`") for layer in LAYERS[:-1]]
     assert order == sorted(order), "csrc/README.md lists the folders out of order"
+
+
+# ---- the Python package: no import circle ----------------------------------------------
+
+PACKAGE = CSRC.parent / "src" / "spatialhub" / "utils" / "profiling"
+PKG = "spatialhub.utils.profiling"
+
+
+def import_graph(root=PACKAGE, pkg=PKG):
+    """{module: modules of the package it imports}, imports inside functions included;
+    ``from . import _native`` is an edge to the extension, not to the package."""
+    import ast
+
+    mods = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("").as_posix().replace("/", ".")
+        name = pkg if rel == "__init__" else f"{pkg}.{rel.removesuffix('.__init__')}"
+        mods[name] = path
+    known = set(mods) | {f"{pkg}._native"}
+    graph = {m: set() for m in mods}
+    for name, path in mods.items():
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                mod = (f"{base}.{node.module}" if node.module else base) if node.level \
+                    else node.module
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in known and t != name}
+    return graph
+
+
+def test_the_package_has_no_import_circle():
+    g = import_graph()
+    assert f"{PKG}._launch" in g and f"{PKG}.runner" in g[f"{PKG}.cli"] | g[PKG]
+    cycle = find_cycle(g)
+    assert cycle is None, "import circle: " + " -> ".join(c.rsplit(".", 1)[-1] for c in cycle)
+
+
+def test_the_import_check_finds_a_circle_through_a_function_level_import(tmp_path):
+    pkg = tmp_path / "p"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .a import x\n")
+    assert find_cycle(import_graph(pkg, "p")) == ["p.a", "p.b", "p.a"]

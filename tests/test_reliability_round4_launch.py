@@ -296,3 +296,20 @@ def test_the_pool_keeps_counters_gpu_times_and_peaks_of_its_runs():
     assert len(p.gpu_samples_ms) == 40 and p.gpu_median_ms == pytest.approx(0.6)
     assert p.gpu_p95_ms == pytest.approx(0.7) and p.host_share == pytest.approx(0.3)
     assert p.target_met is False and p.torch_max_allocated_mb == 5.0
+
+
+# ---- the remedy words cross too ---------------------------------------------------------
+
+def test_a_fresh_process_says_its_remedies_in_the_parents_words(tmp_path):
+    """Under the CLI's --processes a relayed warning named num_warmup= / num_iters=: the
+    child ran benchmark_callable with its own words.  The parent's words travel with the
+    job."""
+    from spatialhub.utils.profiling import _words
+
+    path = tmp_path / "words.json"
+    with _words.remedy_words(_words.CLI):
+        benchmark_repeated(_fresh.record_words, str(path), repeat=1, **ONE)
+    assert tuple(json.loads(path.read_text())) == _words.CLI
+    path.unlink()
+    benchmark_repeated(_fresh.record_words, str(path), repeat=1, **ONE)
+    assert tuple(json.loads(path.read_text())) == _words.CALLABLE

@@ -125,7 +125,7 @@ def test_compare_repeated_order_is_a_b_then_b_a(tmp_path):
     b = functools.partial(_fresh.record, str(out), label="b")
     compare_repeated(a, b, repeat=4, **ONE)
     assert [r["label"] for r in rows(out)] == list("abbaabba")
-    with pytest.raises(ValueError, match="repeat must be an int >= 2"):
+    with pytest.raises(ValueError, match="repeat must be >= 2"):
         compare_repeated(a, b, repeat=1)
     with pytest.raises(TypeError, match="name_a= and name_b="):
         compare_repeated(a, b, name="x")

@@ -222,5 +222,5 @@ def test_calibration_measures_and_writes_only_when_asked(tmp_path, monkeypatch, 
     assert e["processes"] == 5 and 0 < e["run_spread"] < 1
     assert e["run_spread"] == max(w["run_spread"] for w in e["workloads"].values())
     assert single(steady()).rerun_basis == "assumed"
-    with pytest.raises(ValueError, match="processes must be an int >= 5"):
+    with pytest.raises(ValueError, match="processes must be >= 5"):
         calibrate.calibrate_run_spread(2)

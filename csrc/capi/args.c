@@ -111,9 +111,14 @@ shp_arg_count(PyObject *v, const char *owner, const char *param, Py_ssize_t lowe
     }
     char w[160], want[64];
     where(w, sizeof(w), owner, param);
+    size_t len = strlen(w);   /* an empty param and no owner: "must be ..." (argparse's) */
+    if (len > 0 && len + 1 < sizeof(w)) {
+        w[len] = ' ';
+        w[len + 1] = '\0';
+    }
     int rc = 0;
     if (overflow < 0 || (overflow == 0 && n < lowest)) {
-        PyErr_Format(PyExc_ValueError, "%s must be >= %zd, got %R", w, lowest, idx);
+        PyErr_Format(PyExc_ValueError, "%smust be >= %zd, got %R", w, lowest, idx);
         rc = -1;
     }
     else if (overflow > 0 || n > (long long)PY_SSIZE_T_MAX || (highest >= 0 && n > highest)) {
@@ -121,7 +126,7 @@ shp_arg_count(PyObject *v, const char *owner, const char *param, Py_ssize_t lowe
             PyOS_snprintf(want, sizeof(want), "<= %zd", highest);
         else
             PyOS_snprintf(want, sizeof(want), "within Py_ssize_t's range");
-        PyErr_Format(PyExc_ValueError, "%s must be %s, got %R", w, want, idx);
+        PyErr_Format(PyExc_ValueError, "%smust be %s, got %R", w, want, idx);
         rc = -1;
     }
     Py_DECREF(idx);

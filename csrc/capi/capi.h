@@ -31,7 +31,8 @@ PyObject *shp_arg_index(PyObject *v, const char *owner, const char *param);
 int shp_arg_ssize(PyObject *v, const char *owner, const char *param, Py_ssize_t *out);
 /* A count: an int by the rule above with lowest <= v, and v <= highest when
  * highest >= 0, into *out.  TypeError, or ValueError "<owner> <param> must
- * be >= <lowest>, got <v>" (or "<= <highest>").  The one count rule of the
+ * be >= <lowest>, got <v>" (or "<= <highest>"; just "must be ..." for an
+ * empty param and no owner).  The one count rule of the
  * package (the Python layer calls it through _native._count).  0 / -1. */
 int shp_arg_count(PyObject *v, const char *owner, const char *param, Py_ssize_t lowest,
                   Py_ssize_t highest, Py_ssize_t *out);

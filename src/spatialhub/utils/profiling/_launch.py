@@ -37,7 +37,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from . import _native
+from . import _native, _words
 from ._worker import _ALIGN, _LEN
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -258,7 +258,8 @@ class Job:
         self.stream = stream
         self.buffers = buffers
         self.header = {"sys_path": list(sys.path), "main": main, "state": state,
-                       "stream_len": len(stream), "buffers": _buffer_specs(buffers)}
+                       "stream_len": len(stream), "buffers": _buffer_specs(buffers),
+                       "words": _words.current()}
         self.by_value = cloud is not None
         # (run, the warning as _worker.py records it, that run's BenchmarkStats)
         self.warnings: list[tuple[int, tuple[Any, ...], Any]] = []

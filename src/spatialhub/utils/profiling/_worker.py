@@ -36,6 +36,11 @@ _LEN = struct.Struct("<Q")
 _ALIGN = 64   # buffers keep their address modulo this (a cache line, an AVX-512 vector)
 
 
+# The script this fresh process is loading to find the function (_load_main), or None:
+# a benchmark_repeated call made meanwhile is that script's unguarded top level.
+_LOADING_MAIN = None
+
+
 class MainGuardError(RuntimeError):
     """The script that defines the function calls benchmark_repeated at its top level."""
 
@@ -79,6 +84,13 @@ def _read_buffers(f, specs):
     return out
 
 
+def refuse_reentry(fn):
+    """MainGuardError when called while this process loads its parent's script (runner.py
+    calls it first thing in benchmark_repeated and compare_repeated)."""
+    if _LOADING_MAIN is not None:
+        raise MainGuardError(f"{fn}() called while a fresh process loads {_LOADING_MAIN}")
+
+
 def _load_main(main):
     """Load the parent's __main__ as __mp_main__ (as multiprocessing's spawn does), so
     that the payload's references to __main__ resolve; its guarded code does not run."""
@@ -86,10 +98,9 @@ def _load_main(main):
     import importlib.util
     import types
 
-    from . import runner
-
+    global _LOADING_MAIN
     kind, where = main
-    runner._LOADING_MAIN = where
+    _LOADING_MAIN = where
     try:
         if kind == "name":   # python -m pkg.mod
             module = importlib.import_module(where)
@@ -99,7 +110,7 @@ def _load_main(main):
             sys.modules["__mp_main__"] = module
             spec.loader.exec_module(module)
     finally:
-        runner._LOADING_MAIN = None
+        _LOADING_MAIN = None
     if not isinstance(module, types.ModuleType):
         raise ImportError(f"cannot load {where}")
     sys.modules["__main__"] = sys.modules["__mp_main__"] = module
@@ -276,8 +287,12 @@ def _run(stdin, header, record):
             mapping.close()
     _apply_late(state, record)
     from ._native import benchmark_callable
+    from ._words import CALLABLE, remedy_words
 
-    with warnings.catch_warnings(record=True) as caught:
+    # the remedies in the words of the interface the parent's user called (the CLI's
+    # --warmup under --processes, not num_warmup)
+    with warnings.catch_warnings(record=True) as caught, \
+            remedy_words(header.get("words", CALLABLE)):
         warnings.simplefilter("always")
         try:
             stats = benchmark_callable(func, *args, **kwargs)

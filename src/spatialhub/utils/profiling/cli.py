@@ -88,24 +88,27 @@ def _pct(fraction):
     return f"{100 * fraction:g}"
 
 
-def _positive_int(text):
+def _count_arg(text, lowest):
+    """A count on the command line: the core's count rule (_native._count), in argparse's
+    words ("argument --iters: must be >= 1, got 0")."""
+    from ._native import _count
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+    try:
+        return _count(value, "", None, lowest)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text):
+    return _count_arg(text, 1)
 
 
 def _nonnegative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return _count_arg(text, 0)
 
 
 def _int_list(text):

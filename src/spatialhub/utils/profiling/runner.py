@@ -19,21 +19,19 @@ verdict are native too (``compare_benchmarks(..., paired=True)``, csrc/stats/ver
 from __future__ import annotations
 
 import math
-import operator
 import random
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple
 
-from ._native import (BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, Comparison,
+from ._native import (DEFAULT_NUM_WARMUP, BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning,
+                      Comparison,
                       benchmark_callable, compare_benchmarks)
+from ._native import _count as _native_count
 from ._native import _pool as _native_pool
 from ._words import COMPARE, remedy_words
+from ._worker import refuse_reentry
 
 __all__ = ["benchmark_repeated", "compare_callables", "compare_repeated"]
-
-# Set by _worker.py while a fresh process loads the parent's script to find the function:
-# a benchmark_repeated call then is that script's unguarded top level (the path).
-_LOADING_MAIN: Optional[str] = None
 
 _BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, short enough to interleave
 _MAX_BLOCK = 10_000
@@ -43,15 +41,8 @@ _BLOCK_OPTIONS = frozenset({"name", "num_warmup", "num_iters"})
 
 
 def _count(value: Any, what: str, fn: str, lowest: int, highest: int | None = None) -> int:
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{fn}(): {what} must be an int, not {type(value).__name__}") from None
-    if isinstance(value, bool) or n < lowest:
-        raise ValueError(f"{fn}(): {what} must be an int >= {lowest}, got {value!r}")
-    if highest is not None and n > highest:
-        raise ValueError(f"{fn}(): {what} must be an int <= {highest}, got {value!r}")
-    return n
+    """The core's count rule (``_native._count``) in ``fn()``'s words."""
+    return _native_count(value, what, f"{fn}()", lowest, highest)
 
 
 def _pool(runs: Sequence[BenchmarkStats], name: str | None,
@@ -65,7 +56,8 @@ def _pool(runs: Sequence[BenchmarkStats], name: str | None,
 # ---- interleaved A/B in one process -------------------------------------------------
 
 def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
-                      rounds: int = 20, block_iters: int | None = None, num_warmup: int = 10,
+                      rounds: int = 20, block_iters: int | None = None,
+                      num_warmup: int = DEFAULT_NUM_WARMUP,
                       margin: float = 0.05, seed: int = 0, name_a: str | None = None,
                       name_b: str | None = None, device: str = "CPU",
                       sync_fn: Callable[[], Any] | None = None, **kwargs: Any) -> Comparison:
@@ -216,14 +208,8 @@ def _interrupted(exc: BenchmarkInterrupted, runs: _Runs, rounds: int, block_iter
 
 # ---- repetitions in fresh processes ---------------------------------------------------
 
-def _refuse_reentry(fn: str) -> None:
-    if _LOADING_MAIN is not None:
-        from ._worker import MainGuardError
-        raise MainGuardError(f"{fn}() called while a fresh process loads {_LOADING_MAIN}")
-
-
 def _checked(fn: str, func: object, repeat: object) -> int:
-    _refuse_reentry(fn)
+    refuse_reentry(fn)
     if not callable(func):
         raise TypeError(f"{fn}(): func must be callable, not {type(func).__name__}")
     return _count(repeat, "repeat", fn, 1)
@@ -367,7 +353,7 @@ def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     if not callable(b):
         raise TypeError(f"{fn}(): b must be callable, not {type(b).__name__}")
     if repeat < 2:
-        raise ValueError(f"{fn}(): repeat must be an int >= 2 (a spread needs two runs), "
+        raise ValueError(f"{fn}(): repeat must be >= 2 (a spread needs two runs), "
                          f"got {repeat!r}")
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
         raise ValueError(f"{fn}(): margin must be a number in [0, 1) (0.05 = 5%), not {margin!r}")
