@@ -81,6 +81,174 @@ def fake_valgrind(tmp_path):
         if log.exists() else []
 
 
+# ---- 6: plugin results keep what a direct call has -----------------------------------------
+
+def work():
+    return sum(range(30))
+
+
+def nonnull(stats):
+    return {k for k, v in stats.to_dict(samples=True).items() if v is not None}
+
+
+def direct(num_warmup=5, num_iters=40, busy=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", prof.BenchmarkWarning)
+        s = benchmark_callable(work, num_warmup=num_warmup, num_iters=num_iters,
+                               progress=False)
+    if busy is not None:
+        s.machine_busy = busy
+        _native._apply_rerun(s)
+    return s
+
+
+def test_pooled_and_per_iteration_results_keep_every_field_of_the_runs():
+    """Defect 6: _pool_segments and _per_iteration built new stats and dropped
+    machine_busy (and _per_iteration also the first call, warm-up, settle count, cache
+    state and OS counters)."""
+    from spatialhub.utils.profiling.pytest_plugin.fixture import _per_iteration, _pool_segments
+
+    a, b = direct(), direct(num_warmup=0)
+    assert a.machine_busy is not None          # Linux reads the machine's load
+    assert nonnull(a) - nonnull(_pool_segments([a, b])) == set()
+    assert nonnull(a) - nonnull(_per_iteration(a, 4)) == set()
+
+
+def test_a_busy_run_keeps_its_flag_and_its_rerun_floor_through_the_plugin():
+    """Defect 6: the busy flag was dropped, and with it the busy rerun floor (25% between
+    runs, "assumed busy"): the fixture's result allowed 15%."""
+    from spatialhub.utils.profiling.pytest_plugin.fixture import _per_iteration, _pool_segments
+
+    a, b = direct(busy=True), direct(busy=False)
+    assert a.rerun_basis == "assumed busy"
+    for made in (_pool_segments([a, b]), _per_iteration(a, 4)):
+        assert made.machine_busy is True, made
+        assert made.rerun_basis == "assumed busy", made.rerun_basis
+    quiet = _pool_segments([direct(busy=False), direct(busy=False)])
+    assert quiet.machine_busy is False and quiet.rerun_basis == "assumed"
+
+
+FIELDS_SRC = """
+    import json, os, warnings
+    from spatialhub.utils.profiling import BenchmarkWarning, benchmark_callable
+
+    def work():
+        return sum(range(30))
+
+    def fields(s):
+        return sorted(k for k, v in s.to_dict(samples=True).items() if v is not None)
+
+    def record(name, benchmark, num_warmup):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BenchmarkWarning)
+            d = benchmark_callable(work, num_warmup=num_warmup, num_iters=40, progress=False)
+        with open(os.environ["OUT"], "a") as f:
+            f.write(json.dumps([name, fields(benchmark.stats.native), fields(d),
+                                benchmark.stats.iterations]) + "\\n")
+
+    def test_call(benchmark):                 # calibrated loops, 8 segments, the reference
+        benchmark(work)
+        record("call", benchmark, 5)
+
+    def test_pedantic_loops(benchmark):
+        benchmark.pedantic(work, rounds=20, warmup_rounds=2, iterations=3)
+        record("pedantic_loops", benchmark, 2)
+
+    def test_pedantic_setup(benchmark):
+        benchmark.pedantic(work, setup=lambda: None, rounds=20)
+        record("pedantic_setup", benchmark, 0)
+"""
+
+
+def test_fixture_results_keep_every_field_of_a_direct_call(tmp_path):
+    """Defect 6, through the fixture: every field a direct benchmark_callable call on the
+    same function fills is filled in the fixture's result (benchmark(func) on calibrated
+    loops and segments; pedantic with iterations; pedantic with a setup)."""
+    out_file = tmp_path / "fields.jsonl"
+    rc, out = run_pytest(tmp_path, FIELDS_SRC, "--benchmark-max-time=0.05",
+                         env={"OUT": str(out_file)})
+    assert rc == 0, out
+    rows = [json.loads(x) for x in out_file.read_text().splitlines()]
+    assert [r[0] for r in rows] == ["call", "pedantic_loops", "pedantic_setup"]
+    assert rows[0][3] > 1 and rows[1][3] == 3      # the loops the first two are about
+    for name, made, by_hand, _ in rows:
+        assert set(by_hand) - set(made) == set(), (name, set(by_hand) - set(made))
+
+
+def make_fixture(**options):
+    from spatialhub.utils.profiling.pytest_plugin.fixture import BenchmarkFixture
+
+    node = SimpleNamespace(name="test_x", nodeid="t.py::test_x")
+    o = dict(min_rounds=5, max_time=0.02, min_time=0.000005, max_rounds=100,
+             reference=True, warmup="auto")
+    o.update(options)
+    return BenchmarkFixture(node, o, lambda fx: None, False)
+
+
+BUSY = ("benchmark {name!r}:\n  busy machine: other processes used much of the CPUs when "
+        "the run started (warning.load_average, .others_cpu_share; stats.machine_busy).")
+
+
+def fake_busy_machine(monkeypatch):
+    """benchmark_callable as on a busy machine: every result busy, the warning said by the
+    first run of the process only (csrc/warn.c: once per process while it stays busy),
+    whichever run that is."""
+    from spatialhub.utils.profiling.pytest_plugin import fixture
+
+    said = []
+    # nothing pending from another test of this process (fixture._busy_note: the text the
+    # first busy result takes)
+    monkeypatch.setattr(fixture, "_busy_note", [], raising=False)
+
+    def busy_callable(func, *args, **kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", prof.BenchmarkWarning)
+            s = benchmark_callable(func, *args, **kw)
+        s.machine_busy = True
+        _native._apply_rerun(s)
+        if not said:
+            said.append(kw.get("name"))
+            w = prof.BusyMachineWarning(BUSY.format(name=kw.get("name", "BenchmarkTarget")))
+            w.causes = ("busy machine",)
+            warnings.warn(w)
+        return s
+
+    monkeypatch.setattr(fixture, "benchmark_callable", busy_callable)
+    return said
+
+
+@pytest.mark.parametrize("reference", [True, False])
+def test_the_busy_warning_reaches_the_user_once(monkeypatch, reference):
+    """Defect 6: the busy warning is said once per process, by the first run that sees the
+    machine busy -- in the plugin one of its own calibration runs, whose warnings are
+    not kept: the user never saw it.  The first result measured on the busy machine
+    carries it, and only that one."""
+    said = fake_busy_machine(monkeypatch)
+    fx = make_fixture(reference=reference)
+    fx(work)
+    assert said, "the fake said nothing"
+    busy = [w for w in fx.warnings if "busy machine:" in w]
+    assert len(busy) == 1, fx.warnings
+    assert busy[0].startswith("benchmark 'test_x':") and "stats.machine_busy" in busy[0]
+    assert fx.stats.native.machine_busy is True
+    assert fx.stats.native.rerun_basis == "assumed busy"
+    again = make_fixture(reference=reference)
+    again(work)
+    assert not [w for w in again.warnings if "busy machine:" in w], again.warnings
+
+
+def test_a_busy_warning_said_by_the_session_probe_reaches_the_user(monkeypatch):
+    """The session's environment probe (run at start-up with --benchmark-compare) can be
+    the first run of the process: the busy warning it gets goes to the first result."""
+    from spatialhub.utils.profiling.pytest_plugin.session import BenchmarkSession
+
+    fake_busy_machine(monkeypatch)
+    BenchmarkSession.environment(SimpleNamespace(fixtures=[], _env=None))
+    fx = make_fixture(reference=False)
+    fx(work)
+    assert len([w for w in fx.warnings if "busy machine:" in w]) == 1, fx.warnings
+
+
 # ---- 8: valgrind's notes ---------------------------------------------------------------------
 
 HEADER = """==4242== Callgrind, a call-graph generating cache profiler
