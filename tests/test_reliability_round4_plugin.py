@@ -81,6 +81,98 @@ def fake_valgrind(tmp_path):
         if log.exists() else []
 
 
+BENCH = """
+    def test_it(benchmark):
+        benchmark(sum, range(100))
+"""
+
+
+# ---- 4: --benchmark-disable, then --benchmark-enable ---------------------------------------
+
+def test_benchmark_enable_overrides_an_ini_disable_in_the_counted_mode(tmp_path):
+    """Defect 4: addopts = --benchmark-disable plus --benchmark-enable on the command line
+    (pytest-benchmark's documented pattern: disabled = disable and not enable) ran
+    --benchmark-instructions natively: no count, "Gate passed" on a 10x slowdown, and
+    without --benchmark-compare a KeyError: 'instructions'.  It must run under callgrind:
+    the fake valgrind is called for the two probes and the reported run."""
+    env, calls = fake_valgrind(tmp_path)
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-enable", "--benchmark-instructions",
+                         env=env, files={"pytest.ini": """
+                             [pytest]
+                             addopts = --benchmark-disable
+                         """})
+    assert rc == 0, out
+    assert len(calls()) == 3, out
+    assert all("--tool=callgrind" in c for c in calls())
+
+
+def test_a_count_gate_fails_when_the_new_run_counted_nothing():
+    """Behind defect 4: a count rule read a new run without a count as "no data", and the
+    gate passed.  Under --benchmark-instructions a benchmark without a count means the
+    run did not count: the rule fails, saying so."""
+    from spatialhub.utils.profiling.pytest_plugin.gate import check_count, parse_fail_rule
+
+    c = check_count(parse_fail_rule("instructions:1%"), "test_it",
+                    {"instructions": 150_112.0, "median": 1e-6}, {"median": 1e-5})
+    assert c.fails, c
+    assert "the new run has no instructions count" in c.reason, c.reason
+    # a saved run without counts (a timed one) is still not judged: nothing to hold to
+    c = check_count(parse_fail_rule("instructions:1%"), "test_it", {"median": 1e-6},
+                    {"instructions": 150_112.0})
+    assert not c.fails and "not judged" in c.reason, c
+
+
+def test_the_table_picks_a_time_unit_when_sorted_by_instructions():
+    """The KeyError: 'instructions' of defect 4: the unit of a table sorted by counts was
+    read from the count column, which a row without a count lacks."""
+    from spatialhub.utils.profiling.pytest_plugin.table import scale_unit
+
+    rows = [{"min": 2e-6, "max": 3e-6, "instructions": None}, {"min": 4e-6, "max": 5e-6}]
+    assert scale_unit(None, "seconds", rows, {"min": 2e-6}, {"min": 4e-6},
+                      "instructions") == ("u", 1e6)
+
+
+def test_a_session_that_would_count_outside_callgrind_is_refused(tmp_path):
+    """What made defect 4 possible: a session under --benchmark-instructions that was not
+    the re-run under callgrind timed natively and compared "no data".  Here a conftest
+    starts the session itself, as a plugin that takes over pytest_cmdline_main would."""
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-instructions", files={"conftest.py": """
+        import pytest
+        from _pytest.main import _main, wrap_session
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_cmdline_main(config):
+            return wrap_session(config, _main)
+    """})
+    assert rc == 4, out
+    assert "--benchmark-instructions: this process does not run under valgrind's " \
+           "callgrind" in " ".join(out.split()), out
+
+
+# ---- 5: time rules under --benchmark-instructions ------------------------------------------
+
+@pytest.mark.parametrize("rules, named", [
+    (["median:10%"], "median:10%"),
+    (["mean:5%"], "mean:5%"),
+    (["min:0.001"], "min:0.001"),
+    (["instructions:1%", "max:20%"], "max:20%"),
+])
+def test_a_time_rule_under_instructions_is_refused_before_anything_runs(tmp_path, rules,
+                                                                         named):
+    """Defect 5: a time rule under --benchmark-instructions compared valgrind's times with
+    native ones (identical code: "9735.7% slower", "Performance has regressed").  It is a
+    usage error naming the count rule to use, said before any callgrind run starts."""
+    env, calls = fake_valgrind(tmp_path)
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-instructions", "--benchmark-compare",
+                         *[f"--benchmark-compare-fail={r}" for r in rules], env=env)
+    flat = " ".join(out.split())
+    assert rc == 4, out
+    assert (f"--benchmark-compare-fail={named} judges times, and under "
+            "--benchmark-instructions the times are valgrind's") in flat, out
+    assert "--benchmark-compare-fail=instructions:N%" in flat, out
+    assert calls() == [], calls()
+
+
 # ---- 6: plugin results keep what a direct call has -----------------------------------------
 
 def work():

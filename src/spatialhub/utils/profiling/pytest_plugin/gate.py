@@ -11,7 +11,10 @@ field (an instruction count) is one entry there and a judge function.
 * ``instructions`` (``--benchmark-instructions``): a count, judged by
   ``instructions.judge_counts``: fails when the count per call grew by more than N
   (percent, or instructions per call) -- identical code reads the same count to within
-  0.2%, so no interval is needed, and the machine's load does not enter.
+  0.2%, so no interval is needed, and the machine's load does not enter.  A new result
+  without a count (not counted: the run was not under callgrind) fails the rule.
+  Time rules are refused under --benchmark-instructions (``options.judge_options``):
+  the times of a counted run are valgrind's.
 * every other field (``min``, ``max``, ``stddev``, ``iqr``, ``ops``, ``rounds``, the
   percentiles, ...): pytest-benchmark's raw threshold -- the change over the saved value,
   in percent or in seconds, against N -- with no noise model; the output says so.
@@ -239,6 +242,13 @@ def check_count(rule, name, saved_stats, current_stats):
         frac = rule.fraction(float(saved)) if saved else None
     except (TypeError, ValueError):
         frac = None
+    if now is None:
+        # a count rule runs under --benchmark-instructions only: a new result without a
+        # count was not counted, and a gate on counts must not pass on it
+        reason = (f"the new run has no {rule.field} count (it did not run under valgrind's "
+                  "callgrind): cannot pass the gate")
+        v = Verdict(name, "no data", None, None, None, frac, True, reason)
+        return Check(rule, True, f"{rule}: {reason}", v)
     cv = judge_counts(name, saved, now, frac)
     v = Verdict(name, cv.verdict, cv.ratio, None, None, cv.threshold, cv.fails, cv.reason)
     return Check(rule, cv.fails, f"{rule}: {cv.reason}", v)

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from ..instructions import disagreements, probing
+from ..instructions import active, disagreements, probing
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
 from .gate import Verdict, check, judge, run_spread_of
 from .logger import Logger
-from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, TIMER_DEFAULT, first_or, load_timer,
-                      timer_name)
+from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, first_or, judge_options,
+                      load_timer, timer_name)
 
 XDIST_WARNING = ("Benchmarks are automatically disabled because xdist plugin is active. "
                  "Benchmarks cannot be performed reliably in a parallelized environment.")
@@ -34,35 +34,28 @@ class BenchmarkSession:
         self.quiet = False if self.verbose else opt("benchmark_quiet")
         level = Logger.VERBOSE if self.verbose else Logger.QUIET if self.quiet else Logger.NORMAL
         self.logger = Logger(level, config=config)
-        self.skip = opt("benchmark_skip")
-        self.only = opt("benchmark_only")
-        if self.skip and self.only:
-            self.skip = False
-        self.disabled = opt("benchmark_disable") and not opt("benchmark_enable")
+        # pytest-benchmark's reading of --benchmark-skip / -only / -disable / -enable and
+        # xdist, and every refused combination (options.judge_options; the first process
+        # of a counted run asked the same before it started callgrind)
+        judged = judge_options(config)
+        self.skip, self.only, self.disabled = judged.skip, judged.only, judged.disabled
         # each xdist worker would time with the others competing for the CPUs and write
         # its own report over the others': benchmarks are off under xdist, as in
         # pytest-benchmark (said once, at the end, if a benchmark was collected)
         self.xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
-        xdist_active = config.getoption("dist", "no") not in ("no", None) or self.xdist_worker
-        self.xdist_warning = bool(xdist_active and not self.skip and not self.disabled)
+        self.xdist_warning = judged.xdist
         self.xdist_benchmark_found = False
-        if self.xdist_warning:
-            self.disabled = True
-        if self.disabled and self.only:
-            raise pytest.UsageError(
-                "Can't have both --benchmark-only and --benchmark-disable options. Note that "
-                "--benchmark-disable is automatically activated if xdist is on.")
         # --benchmark-instructions: this is the re-run under callgrind (the first process
         # only started it: pytest_cmdline_main); count instead of timing
-        self.instructions = bool(opt("benchmark_instructions"))
-        if self.instructions and opt("benchmark_timer") != TIMER_DEFAULT:
+        self.instructions = judged.instructions
+        if judged.counts and not active():
+            # a session that would time natively and report no count -- and let a gate
+            # on counts pass on "no data" -- is refused
             raise pytest.UsageError(
-                "--benchmark-instructions counts the calls in the native loop: "
-                "--benchmark-timer does not apply")
-        if not self.instructions and opt("benchmark_instructions_runs") is not None:
-            raise pytest.UsageError(
-                "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
-                "callgrind processes count each benchmark)")
+                "--benchmark-instructions: this process does not run under valgrind's "
+                "callgrind, so it would count nothing (pytest --benchmark-instructions "
+                "starts the run again under callgrind; here something else started the "
+                "session, e.g. a plugin's own pytest_cmdline_main)")
         # a probe of a counted run (instructions.RUNS): counts like the reported run, but
         # writes nothing -- no saved run, no JSON, no Markdown, no histogram, no CSV
         self.probe = self.instructions and probing()
@@ -96,26 +89,14 @@ class BenchmarkSession:
         self.group_by = opt("benchmark_group_by")
         self.name_format = table.NAME_FORMATS[opt("benchmark_name")]
         self.histogram = first_or(opt("benchmark_histogram"))
-        if self.histogram:
-            try:
-                import pygal  # noqa: F401
-            except ImportError:
-                raise pytest.UsageError(
-                    "--benchmark-histogram draws with pygal, which is not installed: "
-                    "pip install pygal (or drop the option)") from None
         self.csv = first_or(opt("benchmark_csv"))
         self.fixtures = []
-        storage = opt("benchmark_storage")
-        if storage.startswith("elasticsearch+"):
-            raise pytest.UsageError(
-                "--benchmark-storage: elasticsearch storage is not supported by spatialhub's "
-                "benchmark plugin; use file://PATH")
-        self.storage = report.Storage(storage)
+        self.storage = report.Storage(opt("benchmark_storage"))
         self.save = opt("benchmark_save")
         self.autosave = opt("benchmark_autosave")
         self.json_path = opt("benchmark_json")
         self.markdown_path = opt("benchmark_markdown")
-        self.fail_rules = list(opt("benchmark_compare_fail") or [])
+        self.fail_rules = judged.fail_rules
         self.run_spread = opt("benchmark_run_spread")
         self.use_reference = opt("benchmark_reference") != "off"
         self.notes = []
@@ -128,13 +109,6 @@ class BenchmarkSession:
         self.groups = None
         self._env = None
         self.compare = opt("benchmark_compare")
-        if self.fail_rules and self.compare is None:
-            raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
-        counted = [str(r) for r in self.fail_rules if r.method == "count"]
-        if counted and not self.instructions:
-            raise pytest.UsageError(
-                f"--benchmark-compare-fail={counted[0]} judges instruction counts: add "
-                "--benchmark-instructions (this run must count them, under callgrind)")
 
     def start(self):
         """Load the compared run (its machine_info hooks can reach this session now)."""
@@ -402,6 +376,12 @@ class BenchmarkSession:
             notes.append("instructions per call counted by valgrind's callgrind (warm-up "
                          "excluded, the collector held off, the calling thread only); the "
                          "times were measured under valgrind (~50x native): not wall time")
+            uncounted = [fx.name for fx in self._ran()
+                         if getattr(fx.stats.native, "instructions_per_call", None) is None]
+            if uncounted:
+                notes.append(f"no instruction count came back for {', '.join(uncounted)} "
+                             "(is the native module stripped of its symbols? callgrind "
+                             "finds shp_counted_call by name)")
             notes.extend(disagreements())
         return notes
 
