@@ -87,6 +87,104 @@ BENCH = """
 """
 
 
+# ---- 3: a bad value in a saved run ---------------------------------------------------------
+
+def saved_run(**stats):
+    """A saved run as pytest-benchmark 5.2.3 writes it (with --benchmark-save-data)."""
+    data = [1.0e-6 + 1e-9 * i for i in range(20)]
+    st = {"min": min(data), "max": max(data), "mean": float(np.mean(data)),
+          "stddev": float(np.std(data, ddof=1)), "rounds": 20, "median": float(np.median(data)),
+          "iqr": 1e-8, "q1": 1.005e-6, "q3": 1.015e-6, "iqr_outliers": 0,
+          "stddev_outliers": 6, "outliers": "6;0", "ld15iqr": min(data),
+          "hd15iqr": max(data), "ops": 1e6, "total": sum(data), "data": data,
+          "iterations": 1}
+    st.update(stats)
+    return {"machine_info": {"node": "vm", "machine": "x86_64", "cpu": {"brand_raw": "x"}},
+            "commit_info": {"id": "unversioned"},
+            "benchmarks": [{"group": None, "name": "test_it",
+                            "fullname": "test_subject.py::test_it", "params": None,
+                            "param": None, "extra_info": {}, "options": {}, "stats": st}],
+            "datetime": "2026-12-04T13:20:49+00:00", "version": "5.2.3"}
+
+
+def store(tmp_path):
+    from spatialhub.utils.profiling.pytest_plugin.report import machine_id
+
+    d = tmp_path / ".benchmarks" / machine_id()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def bad(doc, path, value):
+    """`doc` with the value at `path` (keys and indices) replaced."""
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize("text, field, gate", [
+    (json.dumps(bad(saved_run(), ["benchmarks", 0, "stats", "data", 3], None)),
+     "benchmarks[0].stats.data[3] is not a number (null)", True),
+    (json.dumps(bad(saved_run(), ["benchmarks", 0, "stats"], None)),
+     "benchmarks[0].stats is not an object (null)", True),
+    (json.dumps(saved_run(median="abc")),
+     'benchmarks[0].stats.median is not a number ("abc")', True),
+    (json.dumps(saved_run(mean="abc")),       # read only by the table, after the save
+     'benchmarks[0].stats.mean is not a number ("abc")', False),
+    ("{", "is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1))", True),
+])
+def test_a_bad_saved_run_is_one_line_and_the_new_run_is_still_saved(tmp_path, text, field,
+                                                                      gate):
+    """Defect 3: a null sample, `"stats": null`, a non-numeric median raised inside
+    pytest_sessionfinish (a traceback, no table, exit 1) and the run's autosave was never
+    written; unreadable JSON stopped the session before any test ran."""
+    (store(tmp_path) / "0001_base.json").write_text(text)
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-compare=0001", "--benchmark-autosave",
+                         "--benchmark-markdown=summary.md",
+                         *(["--benchmark-compare-fail=median:10%"] if gate else []), *QUICK)
+    name = f".benchmarks/{store(tmp_path).name}/0001_base.json"
+    said = [line for line in out.splitlines() if "Can't compare" in line]
+    assert said == [f"ERROR: Can't compare: {name}: {field}"], out
+    assert rc == 4, out                       # the user's file is bad: a usage error
+    assert "Traceback" not in out and "1 passed" in out, out
+    assert "Name (time in" in out and "Gate passed" not in out, out   # the table, no verdict
+    md = (tmp_path / "summary.md").read_text()
+    assert f"**Can't compare**: `{name}: {field}`" in md, md
+    runs = sorted(p.name for p in store(tmp_path).iterdir())
+    assert len(runs) == 2 and runs[0] == "0001_base.json", runs       # this run, saved
+    saved = json.loads((store(tmp_path) / runs[1]).read_text())
+    assert saved["benchmarks"][0]["fullname"] == "test_subject.py::test_it"
+    assert len(saved["benchmarks"][0]["stats"]["data"]) >= 5
+
+
+def test_a_pytest_benchmark_saved_run_passes_the_checks(tmp_path):
+    """The checks accept what pytest-benchmark 5.2.3 saves, with and without raw data."""
+    doc = saved_run()
+    del doc["benchmarks"][0]["stats"]["data"]
+    (store(tmp_path) / "0001_pb.json").write_text(json.dumps(doc))
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-compare=0001",
+                         "--benchmark-compare-fail=median:10%", *QUICK)
+    assert rc == 0 and "Gate passed" in out and "no data" in out, out
+
+
+def test_a_bad_history_file_is_skipped_with_one_note(tmp_path):
+    """The gate's history (the last 10 saved runs) read each file inside an `except`:
+    a bad one was dropped unsaid.  It is skipped, and a note under the table says which
+    file and which field."""
+    d = store(tmp_path)
+    for i, median in enumerate([1.0e-6, 1.01e-6, "abc", 0.99e-6]):
+        (d / f"{i + 1:04d}_r{i + 1}.json").write_text(json.dumps(saved_run(median=median)))
+    rc, out = run_pytest(tmp_path, BENCH, "--benchmark-compare=0004",
+                         "--benchmark-compare-fail=median:200%", *QUICK)
+    assert rc == 0 and "Gate passed" in out, out
+    flat = " ".join(out.split())
+    assert (f"note: the gate's history skips .benchmarks/{d.name}/0003_r3.json: "
+            'benchmarks[0].stats.median is not a number ("abc")') in flat, out
+
+
 # ---- 4: --benchmark-disable, then --benchmark-enable ---------------------------------------
 
 def test_benchmark_enable_overrides_an_ini_disable_in_the_counted_mode(tmp_path):
@@ -457,3 +555,58 @@ def test_a_real_counted_run_with_valgrind_notes_exits_0(tmp_path, capsys):
     assert "valgrind reported" not in capsys.readouterr().err
 
 
+# ---- the CLI's --compare files and the calibration file --------------------------------------
+
+def cli(*args, cwd=None, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "spatialhub.utils.profiling", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, env=e, timeout=120)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d["samples_ms"].__setitem__(3, None), "samples_ms[3] is not a number (null)"),
+    (lambda d: d.__setitem__("median_ms", float("nan")), "median_ms is not a finite number (NaN)"),
+    (lambda d: d.__setitem__("samples_ms", [1.0, -2.0, 1.1]), "samples_ms[1] is negative (-2.0)"),
+])
+def test_a_bad_cli_compare_file_is_one_line_naming_the_field(tmp_path, make_stats, edit,
+                                                             field):
+    """--compare read a null sample as NaN and judged it; a NaN median passed as well."""
+    s = make_stats(samples_ms=[1.0, 1.1, 1.2, 1.05, 1.15])
+    (tmp_path / "base.json").write_text(s.to_json(samples=True))
+    doc = json.loads(s.to_json(samples=True))
+    edit(doc)
+    (tmp_path / "new.json").write_text(json.dumps([json.loads(s.to_json(samples=True)), doc]))
+    (tmp_path / "two.json").write_text(json.dumps([json.loads(s.to_json(samples=True))] * 2))
+    p = cli("--compare", "two.json", "new.json", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert lines == [f"spatialhub-bench: error: new.json: [1].{field}"], p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+@pytest.mark.parametrize("content, field", [
+    ('{"version": 1, "machines": {MID: {"run_spread": "abc", "processes": 20}}}',
+     'machines[MID].run_spread is not a number ("abc")'),
+    ('{"version": 1, "machines": {MID: {"run_spread": 0.04, "processes": 2}}}',
+     "machines[MID].processes is below 3 (2)"),
+    ('{"version": 1, "machines": [', "is not JSON"),
+])
+def test_a_bad_calibration_file_is_named_with_its_field(tmp_path, content, field):
+    """calibrate.py read its file inside `except`s: a bad entry for this machine was
+    ignored unsaid, and the user believed the calibration applied.  It is still not used
+    (the assumed spread applies), and one warning names the file and the field."""
+    from spatialhub.utils.profiling.calibrate import machine_id
+
+    mid = json.dumps(machine_id())
+    (tmp_path / "run_spread.json").write_text(content.replace("MID", mid))
+    p = subprocess.run([sys.executable, "-W", "default", "-c",
+                        "import spatialhub.utils.profiling as p; "
+                        "print(p.machine_run_spread())"],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SPATIALHUB_CACHE_DIR=str(tmp_path)))
+    assert p.returncode == 0 and p.stdout.strip() == "None", p.stdout + p.stderr
+    said = [x for x in p.stderr.splitlines() if "run_spread.json" in x]
+    assert len(said) == 1, p.stderr
+    assert f"{tmp_path / 'run_spread.json'}: {field.replace('MID', mid)}" in said[0], said
+    assert "BenchmarkWarning" in said[0] and "the assumed" in said[0], said

@@ -4,13 +4,13 @@ results are saved and grouped at session finish (through its hooks), the table i
 written in the terminal summary."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from .._readback import BadFile, BadValue, read_json
 from ..instructions import active, disagreements, probing
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
@@ -109,6 +109,10 @@ class BenchmarkSession:
         self.groups = None
         self._env = None
         self.compare = opt("benchmark_compare")
+        # the compared run could not be used (one line, said at the end; the session ends
+        # with pytest's usage-error status once this run is saved)
+        self.compare_error = None
+        self.history_skipped = []
 
     def start(self):
         """Load the compared run (its machine_info hooks can reach this session now)."""
@@ -127,11 +131,18 @@ class BenchmarkSession:
                 raise pytest.UsageError(msg)
             self.logger.warning(msg)
             return
+        # a bad file is the user's usage error, said in one line naming the file and the
+        # field; the tests still run and this run is still saved (docs/reliability.md,
+        # "Round 4")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            self.compared = {b["fullname"]: b for b in data["benchmarks"]}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise pytest.UsageError(f"Can't compare: cannot read {path}: {exc}") from None
+            data = report.check_saved_run(read_json(path))
+        except BadFile as exc:
+            self.compare_error = f"Can't compare: {exc}"
+            return
+        except BadValue as exc:
+            self.compare_error = f"Can't compare: {BadFile(path, str(exc))}"
+            return
+        self.compared = {b["fullname"]: b for b in data["benchmarks"]}
         self.compared_path = Path(path)
         self.config.hook.pytest_benchmark_compare_machine_info(
             config=self.config, benchmarksession=self, machine_info=self.machine_info(),
@@ -140,24 +151,25 @@ class BenchmarkSession:
         self.logger.info(f"Comparing against benchmarks from: {path}", newline=False)
 
     def _load_history(self):
-        """Medians (seconds) of each benchmark in the latest saved runs: the between-run
-        spread of identical code is estimated from them (``gate.run_spread_of``)."""
+        """Medians (seconds; divided by the run's reference when it is on) of each
+        benchmark in the latest saved runs: the between-run spread of identical code is
+        estimated from them (``gate.run_spread_of``).  A file that cannot be read, or a
+        bad value in what is read from it, leaves that file out, said in a note
+        (``history_skipped``): it is one of many, not the file the user named."""
         hist = {}
+        skipped = []
         for path in self.storage.runs()[-self.HISTORY_RUNS:]:
             try:
-                data = json.loads(Path(path).read_text(encoding="utf-8"))
-                for b in data["benchmarks"]:
-                    med = float(b["stats"]["median"])
-                    if self.use_reference:
-                        # corrected medians only: one raw median among them (a run saved
-                        # with the reference off) would read as a huge spread
-                        ref = (b.get("spatialhub") or {}).get("reference_s")
-                        if not ref or not ref > 0:
-                            continue
-                        med /= float(ref)
-                    hist.setdefault(b["fullname"], []).append(med)
-            except (OSError, ValueError, KeyError, TypeError):
+                medians = report.history_medians(read_json(path), self.use_reference)
+            except BadFile as exc:
+                skipped.append(str(exc))
                 continue
+            except BadValue as exc:
+                skipped.append(str(BadFile(path, str(exc))))
+                continue
+            for name, med in medians.items():
+                hist.setdefault(name, []).append(med)
+        self.history_skipped = skipped
         return hist
 
     # -- machine and commit (through the hooks) ------------------------------------------
@@ -279,11 +291,16 @@ class BenchmarkSession:
                        cv.reason)
 
     def finish(self, session):
-        if self.compared:
-            self._judge_all()
+        # judged first, so that the saved run carries the verdicts; saved whatever the
+        # judging does (what was measured is never lost)
+        try:
+            if self.compared:
+                self._judge_all()
+        finally:
+            if not self.probe:
+                self._save()
         if self.probe:
             return
-        self._save()
         rows = self._rows()
         if rows:
             self.groups = self.config.hook.pytest_benchmark_group_stats(
@@ -297,6 +314,8 @@ class BenchmarkSession:
             self.logger.info(f"Wrote Markdown summary in: {self.markdown_path}")
         if self.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.compare_error and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def _save(self):
         name = self.save
@@ -372,6 +391,7 @@ class BenchmarkSession:
 
     def measurement_notes(self):
         notes = [f"{fx.name}: {w}" for fx in self._ran() for w in fx.warnings]
+        notes += [f"the gate's history skips {line}" for line in self.history_skipped]
         if self.instructions and self._ran():
             notes.append("instructions per call counted by valgrind's callgrind (warm-up "
                          "excluded, the collector held off, the calling thread only); the "
@@ -390,6 +410,9 @@ class BenchmarkSession:
                 for c in checks if c.fails]
 
     def gate_line(self):
+        if self.compare_error:
+            said = self.compare_error.removeprefix("Can't compare: ").replace("`", "'")
+            return f"**Can't compare**: `{said}`"
         name = self.compared_path.name if self.compared_path is not None else None
         if not self.fail_rules:
             return f"Compared with `{name}` (no gate set)." if name else None
@@ -431,6 +454,9 @@ class BenchmarkSession:
         if self.compared and not self.fail_rules and self.verbose:
             for fullname, vd in self.verdicts.items():
                 tr.write_line(f"  {fullname}: {vd.reason}")
+        if self.compare_error:
+            tr.write_line(f"ERROR: {self.compare_error}", red=True, bold=True)
+            return
         line = self.gate_line()
         if line and self.fail_rules:
             tr.write_line(line.replace("**", "").replace("`", ""), red=self.regressed,
