@@ -220,13 +220,14 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, int runs, double *scratch
     Py_XSETREF(s->params, Py_XNewRef(first->params));
     Py_XSETREF(s->env, Py_XNewRef(first->env));
     s->batch_size = first->batch_size;
-    if (!runs) {
+    if (!runs) {   /* segments of one run: its cold start and its device's readings */
         Py_XSETREF(s->warmup_ms, Py_XNewRef(first->warmup_ms));
+        Py_XSETREF(s->gpu_telemetry, Py_XNewRef(first->gpu_telemetry));
         s->first_call_ms = first->first_call_ms;
         s->settle_calls = first->settle_calls;
     }
     Py_ssize_t warmup = 0;
-    int busy = -1, met = 1;
+    int busy = -1, met = -1;
     double ram = 0.0, vram = 0.0, torch_mb = NAN;
     for (Py_ssize_t i = 0; i < n; i++) {
         shp_Stats *p = PART(seq, i);
@@ -241,7 +242,8 @@ pool_fields(shp_Stats *s, PyObject *seq, Py_ssize_t n, int runs, double *scratch
                                        : fmax(torch_mb, p->torch_max_allocated_mb);
         if (p->machine_busy >= 0)
             busy = busy == 1 || p->machine_busy == 1;
-        met = met < 0 || p->target_met < 0 ? -1 : met && p->target_met;
+        if (p->target_met >= 0)   /* met by every part that had a target */
+            met = (met < 0 || met) && p->target_met;
         scratch[i] = p->overhead_ms;
     }
     s->warmup_iters = warmup;
@@ -364,6 +366,9 @@ shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject 
         goto error;
     if (name != NULL)
         Py_XSETREF(s->name, Py_NewRef(name));
+    /* a busy part allows the busy floor between runs: the interval again */
+    if (!runs && s->machine_busy == 1 && shp_stats_apply_rerun(st, s, -1.0) < 0)
+        goto error;
     if (runs) {
         Py_XSETREF(s->run_sizes, Py_NewRef(sizes_t));
         s->run_spread = spread;

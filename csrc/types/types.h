@@ -117,8 +117,10 @@ PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
  * part's labels; cache and counter_source when every part agrees; the
  * warm-ups summed; memory peaks the largest; the overhead the median;
  * per-call counts, page faults and host_share weighted by calls; GPU times
- * pooled as the wall times are; target_met of all; busy if any was.
- * Segments of one run (runs=False) keep the first's cold start; runs=True
+ * pooled as the wall times are; target_met of the parts that had a target;
+ * busy if any was (and the rerun interval then with the busy floor).
+ * Segments of one run (runs=False) keep the first's cold start and
+ * gpu_telemetry; runs=True
  * keeps run_sizes and the runs' spread, and fresh=True the rerun interval
  * of fresh processes (else none).  One part without runs= or name= is
  * returned as is. */

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
 import platform
 import sys
@@ -70,24 +69,56 @@ def machine_id() -> str:
     return f"{platform.node()} | {_cpu_model()} | {os.cpu_count()} CPUs"
 
 
-def _read_all() -> dict[str, Any]:
+def _path() -> str:
+    return os.path.join(cache_dir(), _FILE)
+
+
+def _read_checked() -> tuple[dict[str, Any], str | None]:
+    """The file's machines, and what is wrong with it for this machine (one line naming
+    the file and the field), or None.  No file: no machines, nothing wrong."""
+    from ._readback import BadFile, BadValue, mapping, read_json
+
+    path = _path()
+    if not os.path.exists(path):
+        return {}, None
     try:
-        with open(os.path.join(cache_dir(), _FILE), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    machines = data.get("machines") if isinstance(data, dict) else None
-    return machines if isinstance(machines, dict) else {}
+        data = mapping(read_json(path), "the document")
+        machines = mapping(data.get("machines"), "machines")
+    except BadFile as exc:
+        return {}, str(exc)
+    except BadValue as exc:
+        return {}, f"{path}: {exc}"
+    mid = machine_id()
+    problem = _problem(machines[mid], f"machines[{json.dumps(mid)}]") if mid in machines \
+        else None
+    return machines, None if problem is None else f"{path}: {problem}"
+
+
+def _read_all() -> dict[str, Any]:
+    return _read_checked()[0]
+
+
+def _problem(entry: Any, where: str) -> str | None:
+    """What makes ``entry`` unusable as a calibration (``where.run_spread is not a
+    number ("abc")``), or None."""
+    from ._readback import BadValue, item, mapping, number
+
+    try:
+        mapping(entry, where)
+        spread = number(item(entry, "run_spread", f"{where}.run_spread"), f"{where}.run_spread")
+        if not 0 < spread < 1:
+            raise BadValue(f"{where}.run_spread", f"is not in (0, 1) ({spread!r})")
+        number(item(entry, "processes", f"{where}.processes"), f"{where}.processes", low=3,
+               whole=True)
+    except BadValue as exc:
+        return str(exc)
+    return None
 
 
 def _valid(entry: Any) -> tuple[float, int] | None:
-    try:
-        spread, processes = float(entry["run_spread"]), int(entry["processes"])
-    except (KeyError, TypeError, ValueError):
+    if _problem(entry, "entry") is not None:
         return None
-    if not (0 < spread < 1 and math.isfinite(spread)) or processes < 3:
-        return None
-    return spread, processes
+    return float(entry["run_spread"]), int(entry["processes"])
 
 
 def machine_run_spread() -> dict[str, Any] | None:
@@ -112,7 +143,7 @@ def _install(entry: dict[str, Any] | None) -> None:
 def _write(machines: dict[str, Any]) -> str:
     d = cache_dir()
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, _FILE)
+    path = _path()
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"version": 1, "machines": machines}, f, indent=2, sort_keys=True)
@@ -228,8 +259,19 @@ def calibrate_run_spread(processes: int = DEFAULT_PROCESSES, *, save: bool = Fal
 
 
 def _load_at_import() -> None:
-    """Use this machine's calibration, if the user saved one; never fails the import."""
+    """Use this machine's calibration, if the user saved one; never fails the import.  A
+    file that cannot be read, or a bad entry for this machine, is no calibration, said in
+    one warning naming the file and the field (the user believes the calibration holds)."""
     try:
-        _install(machine_run_spread())
+        machines, problem = _read_checked()
+        entry = machines.get(machine_id())
+        _install(entry if isinstance(entry, dict) and problem is None else None)
+        if problem is not None:
+            import warnings
+
+            warnings.warn(f"{problem}: this machine's calibration is not used (the assumed "
+                          f"{100 * _native.ASSUMED_RUN_SPREAD:g}% between runs applies); "
+                          "spatialhub-bench --calibrate writes a new one",
+                          _native.BenchmarkWarning, stacklevel=3)
     except Exception:   # noqa: BLE001 - an unreadable cache is no calibration
         pass

@@ -465,21 +465,56 @@ def _run_onnx(a):
     return list(result), a.title, None
 
 
+#: lists of times in a result written by --json: each a finite number >= 0
+_SAMPLE_LISTS = ("samples_ms", "warmup_ms", "gpu_samples_ms")
+
+
+def _check_result(d, at):
+    """The values of one result of a --compare file that BenchmarkStats.from_dict lets
+    through but --compare cannot use: a null or negative sample (from_dict reads null as
+    NaN), a NaN or infinite number (JSON's NaN / Infinity: never written by --json,
+    whose missing figures are null).  Raises ``_readback.BadValue``."""
+    import math
+
+    from ._readback import BadValue, mapping, number, shown
+
+    mapping(d, at or "the document")
+    pre = f"{at}." if at else ""
+    for key, value in d.items():
+        if key in _SAMPLE_LISTS and isinstance(value, list):
+            for j, x in enumerate(value):
+                number(x, f"{pre}{key}[{j}]", low=0)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise BadValue(f"{pre}{key}", f"is not a finite number ({shown(value)})")
+
+
 def _load_results(path):
+    """The results of a file written by --json (one, or a list).  A bad file is the
+    user's usage error: one line naming the file and the field (status 1)."""
     from ._native import BenchmarkStats
+    from ._readback import BadValue
 
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CliError(f"{path} is not JSON: {exc}") from None
-    items = data if isinstance(data, list) else [data]
-    try:
-        return [BenchmarkStats.from_dict(d) for d in items]
-    except (TypeError, ValueError, KeyError) as exc:
-        raise CliError(f"{path} does not hold results written by --json: {exc}") from None
+    many = isinstance(data, list)
+    items = data if many else [data]
+    out = []
+    for i, d in enumerate(items):
+        at = f"[{i}]" if many else ""
+        try:
+            _check_result(d, at)
+            out.append(BenchmarkStats.from_dict(d))
+        except BadValue as exc:
+            raise CliError(f"{path}: {exc}") from None
+        except (TypeError, ValueError, KeyError) as exc:
+            raise CliError(f"{path} does not hold results written by --json"
+                           f"{' (' + at + ')' if at else ''}: {exc}") from None
+    return out
 
 
 def _compare(a):

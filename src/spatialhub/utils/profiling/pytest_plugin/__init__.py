@@ -93,11 +93,14 @@ def pytest_cmdline_main(config):
         return None
     if config.getoption("help", False) or config.getoption("version", False):
         return None
-    opt = config.getoption
-    if (opt("collectonly", False) or opt("benchmark_disable", False)
-            or (opt("benchmark_skip", False) and not opt("benchmark_only", False))):
-        return None        # nothing will be counted: no run under valgrind
     from ..instructions import RUNS, ValgrindNotFound, active, rerun
+    from .options import judge_options
+
+    # the options as the session will read them (--benchmark-enable overrides an ini
+    # file's --benchmark-disable, as in pytest-benchmark), and a refused combination said
+    # now, before any callgrind process starts
+    if not judge_options(config).counts:
+        return None        # nothing will be counted: no run under valgrind
 
     if active():
         return None        # the re-run itself: count

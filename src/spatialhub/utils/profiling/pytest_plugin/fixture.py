@@ -33,7 +33,9 @@ import warnings
 
 import numpy as np
 
-from .._native import BenchmarkStats, BenchmarkWarning, _stats_from_samples, benchmark_callable
+from .._native import (BenchmarkStats, BenchmarkWarning, _apply_rerun, _stats_from_samples,
+                       benchmark_callable)
+from .._native import _pool as _native_pool
 from .._words import PYTEST, remedy_words
 from .options import MARKER_OPTIONS, TIMER_DEFAULT, load_timer, timer_name  # noqa: F401
 
@@ -69,37 +71,66 @@ REF_MIN_SEGMENT = 5
 REF_BLOCK = 20
 
 
+def _with_busy(stats, busy):
+    """``stats`` with ``machine_busy`` set and its rerun interval computed again: a run
+    that started on a busy machine allows the busy floor between runs (csrc/types/benchstats.c)."""
+    stats.machine_busy = busy
+    if busy:
+        _apply_rerun(stats)
+    return stats
+
+
 def _pool_segments(parts):
     """One BenchmarkStats over the samples of consecutive segments of one run (no run
-    identity: they are one run, cut to interleave the reference)."""
-    if len(parts) == 1:
-        return parts[0]
-    first = parts[0]
-    pooled = _stats_from_samples(np.concatenate([p.samples_ms for p in parts]))
-    for attr in ("name", "device", "batch_size", "params", "env", "ram_peak_method",
-                 "first_call_ms", "warmup_ms", "settle_calls", "cache"):
-        try:
-            setattr(pooled, attr, getattr(first, attr))
-        except (AttributeError, TypeError):   # read-only where the summary owns it
-            pass
-    pooled.warmup_iters = sum(p.warmup_iters for p in parts)
-    pooled.ram_delta_mb = max(p.ram_delta_mb for p in parts)
-    pooled.vram_delta_mb = max(p.vram_delta_mb for p in parts)
-    overheads = [p.overhead_ms for p in parts if p.overhead_ms is not None]
-    pooled.overhead_ms = float(np.median(overheads)) if overheads else None
-    allocated = [p.torch_max_allocated_mb for p in parts if p.torch_max_allocated_mb is not None]
-    pooled.torch_max_allocated_mb = max(allocated) if allocated else None
-    pooled.counter_source = first.counter_source
-    # OS counters and counts per iteration: the segments' averages weighted by their
-    # iterations
-    n = sum(p.timed_iters for p in parts)
-    for attr in ("minor_faults_per_iter", "major_faults_per_iter",
-                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter",
-                 "instructions_per_call", "cycles_per_call"):
-        vals = [(getattr(p, attr), p.timed_iters) for p in parts]
-        if n > 0 and all(v is not None for v, _ in vals):
-            setattr(pooled, attr, sum(v * k for v, k in vals) / n)
-    return pooled
+    identity: they are one run, cut to interleave the reference): the core's one pooling
+    rule (``_native._pool``), which keeps every field a direct ``benchmark_callable``
+    result has (the test compares the sets)."""
+    return _native_pool(parts)
+
+
+# The busy-machine warning is said once per process while the machine stays busy
+# (csrc/warn.c), by whichever run sees it first: often one of the harness's own runs
+# (a calibration step, the reference workload, the session's environment probe), whose
+# remarks are not the user's.  Its line is kept here until a result measured on the busy
+# machine takes it (``BenchmarkFixture._record``); a run that reads the machine quiet
+# drops it, as the C side forgets it then.
+_BUSY_CAUSE = "busy machine"
+_busy_note = []
+
+
+def _busy_line(message):
+    """The busy-machine line of a BenchmarkWarning's text (one line per cause)."""
+    for line in str(message).splitlines():
+        if line.strip().startswith(_BUSY_CAUSE + ":"):
+            return line.strip()
+    return None
+
+
+def _note_busy(caught, stats=None):
+    """Keep the busy line of the warnings ``caught`` in one of the harness's own runs;
+    forget a kept one when ``stats`` read the machine quiet."""
+    for w in caught:
+        if (issubclass(w.category, BenchmarkWarning)
+                and _BUSY_CAUSE in (getattr(w.message, "causes", None) or ())):
+            line = _busy_line(w.message)
+            if line is not None:
+                _busy_note[:] = [line]
+    if stats is not None and stats.machine_busy is False:
+        _busy_note.clear()
+
+
+def internal_run(func, *args, **kw):
+    """``benchmark_callable`` for the harness's own purposes (the reference workload,
+    the environment probe, a calibration step): its remarks are dropped, except a
+    busy-machine warning, kept for the first result measured on the busy machine."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", BenchmarkWarning)
+        stats = benchmark_callable(func, *args, **kw)
+    for w in caught:
+        if not issubclass(w.category, BenchmarkWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _note_busy(caught, stats)
+    return stats
 
 
 class FixtureAlreadyUsed(Exception):
@@ -424,6 +455,7 @@ class BenchmarkFixture:
         with warnings.catch_warnings(record=True) as caught, remedy_words(PYTEST):
             warnings.simplefilter("always", BenchmarkWarning)
             stats = benchmark_callable(func, *args, **kw, **kwargs)
+        said_busy = False
         for w in caught:
             if issubclass(w.category, BenchmarkWarning):
                 if not keep_warnings or self._instructions:   # (counting: remarks on
@@ -431,12 +463,18 @@ class BenchmarkFixture:
                 # one note per kind: the segments of one benchmark(func) run say the same
                 # thing with their own figures (the first segment's is kept)
                 msg = str(w.message)
+                said_busy = said_busy or _busy_line(msg) is not None
                 key = _NUMBER.sub("#", msg)
                 if key not in self._warning_keys:
                     self._warning_keys.add(key)
                     self.warnings.append(msg)
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if not self._instructions:   # (counting: the load does not move a count)
+            if not keep_warnings:    # a calibration step: its busy warning is kept
+                _note_busy(caught, stats)
+            elif said_busy:          # said to the user with this result: none is due
+                _busy_note.clear()
         return stats
 
     def _reference_on(self):
@@ -450,11 +488,8 @@ class BenchmarkFixture:
 
     def _reference_samples(self, n, warmup=5):
         """``n`` timed calls of ``reference_workload`` (milliseconds)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", BenchmarkWarning)
-            s = benchmark_callable(reference_workload, name="reference", num_warmup=warmup,
-                                   num_iters=n, track_ram=False, track_vram=False,
-                                   progress=False)
+        s = internal_run(reference_workload, name="reference", num_warmup=warmup,
+                         num_iters=n, track_ram=False, track_vram=False, progress=False)
         return s.samples_ms
 
     def _reference(self):
@@ -472,10 +507,8 @@ class BenchmarkFixture:
             from .._native import _noop, _overhead_ms
 
             if _overhead_ms() is None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", BenchmarkWarning)
-                    benchmark_callable(_noop, num_warmup=0, num_iters=1, track_ram=False,
-                                       track_vram=False, progress=False)
+                internal_run(_noop, num_warmup=0, num_iters=1, track_ram=False,
+                             track_vram=False, progress=False)
             ms = _overhead_ms()
             if ms is not None and ms > 0:
                 return ms / 1e3
@@ -605,6 +638,7 @@ class BenchmarkFixture:
         quiet = dict(kw, track_ram=False, track_vram=False)
 
         calls = [0]
+        first = []      # the function's first call (ms): the calibration's first step
 
         def runner(loops):
             # the first round is the function's first call (cold, maybe slow): when it is
@@ -616,6 +650,8 @@ class BenchmarkFixture:
                 fn, a, k = _looped(func, loops, args, kwargs), (), {}
             s = self._run_native(fn, a, k, keep_warnings=False, **quiet,
                                  num_warmup=0, num_iters=1 if calls[0] == 0 else 5)
+            if calls[0] == 0:
+                first.append(float(s.samples_ms[0]))
             calls[0] += 1
             best = float(np.min(s.samples_ms)) / 1e3
             if calls[0] == 1 and best < WARM_RECHECK_S:
@@ -635,6 +671,10 @@ class BenchmarkFixture:
         self._debug(f"  Ran for {_fmt_time(time.monotonic() - started)}s.", yellow=True, bold=True)
         if loops > 1:
             native = _per_iteration(native, loops)
+        if first:
+            # the first call of the function in this benchmark was the calibration's (the
+            # timed rounds' own first call is a warm one, and with loops a round's)
+            native.first_call_ms = first[0]
         self._record(native, loops)
         return loops
 
@@ -745,6 +785,14 @@ class BenchmarkFixture:
             from ..instructions import lowest
 
             native.instructions_per_call = lowest(self.fullname, native.instructions_per_call)
+        elif _busy_note and native.machine_busy:
+            # the busy-machine warning one of the harness's own runs got (said once per
+            # process): this is the first result measured on the busy machine
+            if not any(_busy_line(w) is not None for w in self.warnings):
+                self.warnings.append(f"benchmark {self.name!r}:\n  {_busy_note[0]}")
+            _busy_note.clear()
+        elif native.machine_busy is False:   # measured on a quiet machine: none is due
+            _busy_note.clear()
         ref_after = self._reference() if ref_before is not None else None
         if ref_before and ref_after:
             self.reference_s = math.sqrt(ref_before * ref_after)
@@ -961,19 +1009,31 @@ def _looped(func, loops, args=(), kwargs=None):
 
 
 def _per_iteration(native, loops):
-    """The stats of rounds of ``loops`` calls, each round's time divided by ``loops``."""
+    """The stats of rounds of ``loops`` calls, each round's time divided by ``loops``:
+    every field of ``native`` is kept, per call where it is a time or a count per round
+    (the first call and the warm-up are those of the first rounds, per call; settling is
+    counted in calls)."""
     per_call = _stats_from_samples(native.samples_ms / loops)
     for attr in ("name", "device", "ram_delta_mb", "vram_delta_mb", "ram_peak_method", "env",
-                 "overhead_ms", "torch_max_allocated_mb", "counter_source"):
+                 "overhead_ms", "torch_max_allocated_mb", "counter_source", "batch_size",
+                 "params", "cache", "target_met", "gpu_telemetry", "host_share"):
         try:
             setattr(per_call, attr, getattr(native, attr))
         except (AttributeError, TypeError):
             pass
-    for attr in ("instructions_per_call", "cycles_per_call"):   # a round's count / calls
-        v = getattr(native, attr)
+    for attr in ("instructions_per_call", "cycles_per_call", "first_call_ms", "gpu_median_ms",
+                 "gpu_p95_ms", "minor_faults_per_iter", "major_faults_per_iter",
+                 "vol_ctx_switches_per_iter", "invol_ctx_switches_per_iter"):
+        v = getattr(native, attr)   # a round's figure / its calls
         setattr(per_call, attr, None if v is None else v / loops)
+    for attr in ("warmup_ms", "gpu_samples_ms"):
+        v = getattr(native, attr)
+        if v is not None:
+            setattr(per_call, attr, tuple(float(x) / loops for x in v))
+    if native.settle_calls is not None:
+        per_call.settle_calls = native.settle_calls * loops
     per_call.warmup_iters = native.warmup_iters
-    return per_call
+    return _with_busy(per_call, native.machine_busy)
 
 
 def _python_stats(name, durations_s, loops):

@@ -11,7 +11,10 @@ field (an instruction count) is one entry there and a judge function.
 * ``instructions`` (``--benchmark-instructions``): a count, judged by
   ``instructions.judge_counts``: fails when the count per call grew by more than N
   (percent, or instructions per call) -- identical code reads the same count to within
-  0.2%, so no interval is needed, and the machine's load does not enter.
+  0.2%, so no interval is needed, and the machine's load does not enter.  A new result
+  without a count (not counted: the run was not under callgrind) fails the rule.
+  Time rules are refused under --benchmark-instructions (``options.judge_options``):
+  the times of a counted run are valgrind's.
 * every other field (``min``, ``max``, ``stddev``, ``iqr``, ``ops``, ``rounds``, the
   percentiles, ...): pytest-benchmark's raw threshold -- the change over the saved value,
   in percent or in seconds, against N -- with no noise model; the output says so.
@@ -45,7 +48,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .._native import DEFAULT_MARGIN
+from .._native import DEFAULT_MARGIN, _judge, _t975
 
 __all__ = ["Verdict", "judge", "judge_mean", "RESAMPLES", "MIN_MEASURED_SPREAD",
            "MIN_SPREAD_RUNS", "HISTORY_RUNS",
@@ -70,7 +73,7 @@ _RULE_RE = re.compile(r"^(?P<field>[a-z0-9]+):(?:(?P<pct>[0-9]+(?:\.[0-9]+)?)%"
                       r"|(?P<abs>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?))$")
 
 RESAMPLES = 2000
-Z95 = 1.959963984540054
+Z95 = _t975(math.inf)
 # A between-run spread measured from a handful of saved runs is never taken below this:
 # three runs that happen to agree must not make the gate trigger-happy.
 MIN_MEASURED_SPREAD = 0.05
@@ -96,11 +99,9 @@ class Verdict:
 
 
 def t975(df):
-    """Two-sided 95% quantile of Student's t with df >= 1 degrees of freedom."""
-    table = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-             2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
-    df = max(1, int(df))
-    return table[df - 1] if df <= len(table) else Z95 + 2.4 / df
+    """Two-sided 95% quantile of Student's t with df degrees of freedom (below 1 counts as
+    1; fractional and infinite df allowed): the core's, which every verdict uses."""
+    return _t975(float(df))
 
 
 def run_spread_of(medians):
@@ -239,6 +240,13 @@ def check_count(rule, name, saved_stats, current_stats):
         frac = rule.fraction(float(saved)) if saved else None
     except (TypeError, ValueError):
         frac = None
+    if now is None:
+        # a count rule runs under --benchmark-instructions only: a new result without a
+        # count was not counted, and a gate on counts must not pass on it
+        reason = (f"the new run has no {rule.field} count (it did not run under valgrind's "
+                  "callgrind): cannot pass the gate")
+        v = Verdict(name, "no data", None, None, None, frac, True, reason)
+        return Check(rule, True, f"{rule}: {reason}", v)
     cv = judge_counts(name, saved, now, frac)
     v = Verdict(name, cv.verdict, cv.ratio, None, None, cv.threshold, cv.fails, cv.reason)
     return Check(rule, cv.fails, f"{rule}: {cv.reason}", v)
@@ -298,15 +306,7 @@ def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
     lo = min(ratio * v.ci_low / v.ratio, ratio * math.exp(-q))
     hi = max(ratio * v.ci_high / v.ratio, ratio * math.exp(q))
     margin = min(threshold, 0.99) if threshold is not None else DEFAULT_MARGIN
-    up, down = 1.0 + margin, 1.0 / (1.0 + margin)
-    if lo > 1.0 and ratio > up:
-        verdict = "slower"
-    elif hi < 1.0 and ratio < down:
-        verdict = "faster"
-    elif lo >= down and hi <= up:
-        verdict = "same"
-    else:
-        verdict = "inconclusive"
+    verdict = _judge(ratio, lo, hi, margin)   # the margin rule of every verdict
     fails = threshold is not None and verdict == "slower" and ratio > 1.0 + threshold
     basis = v.reason.rsplit("; ", 1)[-1] if "; " in v.reason else v.reason
     reason = (f"mean {ratio:.3f}x, 95% interval [{lo:.3f}, {hi:.3f}]: {verdict} (the "

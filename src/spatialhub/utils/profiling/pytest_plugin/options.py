@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import time
+from types import SimpleNamespace
 from datetime import datetime, timezone
 from decimal import Decimal
 
@@ -20,7 +22,7 @@ from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
            "ALLOWED_COLUMNS", "INSTRUCTION_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
-           "DEFAULT_MAX_ROUNDS"]
+           "DEFAULT_MAX_ROUNDS", "judge_options"]
 
 #: pytest-benchmark's columns, then ours before the two counts (Rounds, Iterations):
 #: its own tests, and scripts that read its table, expect the header to end with them.
@@ -342,3 +344,89 @@ def add_options(parser):
 def first_or(values, default=None):
     """The last of an ``append`` option's values (the option given once, usually)."""
     return values[-1] if values else default
+
+
+# ---- what the options mean together -------------------------------------------------------
+
+XDIST_ACTIVE_ENV = "PYTEST_XDIST_WORKER"
+#: pytest's options (dest names) that show something and run no test
+SHOW_ONLY = ("collectonly", "help", "version", "markers", "showfixtures",
+             "show_fixtures_per_test")
+
+
+def judge_options(config):
+    """What the options mean together, and the combinations refused (``pytest.UsageError``).
+
+    Decided once, the way pytest-benchmark 5.2.3 decides it (its session.py):
+    ``--benchmark-only`` wins over ``--benchmark-skip``; benchmarks are disabled by
+    ``--benchmark-disable`` unless ``--benchmark-enable`` is given too (an ini file's
+    ``addopts = --benchmark-disable`` and ``--benchmark-enable`` on the command line:
+    enabled), and under xdist; disabled with ``--benchmark-only`` is a usage error.  The
+    first process of ``--benchmark-instructions`` calls it before it starts callgrind
+    (``pytest_cmdline_main``), and the session calls it again: a refused combination is
+    said before anything runs, and both agree on whether anything is counted.
+
+    Returns a namespace: ``skip``, ``only``, ``disabled``, ``xdist`` (benchmarks
+    disabled because xdist is active), ``instructions``, ``counts`` (this command counts
+    something under callgrind: it runs tests, and benchmarks are neither disabled nor
+    skipped) and ``fail_rules``."""
+    import pytest
+
+    opt = config.getoption
+    skip, only = bool(opt("benchmark_skip")), bool(opt("benchmark_only"))
+    if skip and only:
+        skip = False
+    disabled = bool(opt("benchmark_disable")) and not opt("benchmark_enable")
+    xdist_active = (opt("dist", "no") not in ("no", None)
+                    or bool(os.environ.get(XDIST_ACTIVE_ENV)))
+    xdist = bool(xdist_active and not skip and not disabled)
+    if xdist:
+        disabled = True
+    if disabled and only:
+        raise pytest.UsageError(
+            "Can't have both --benchmark-only and --benchmark-disable options. Note that "
+            "--benchmark-disable is automatically activated if xdist is on.")
+    instructions = bool(opt("benchmark_instructions"))
+    if instructions and opt("benchmark_timer") != TIMER_DEFAULT:
+        raise pytest.UsageError(
+            "--benchmark-instructions counts the calls in the native loop: "
+            "--benchmark-timer does not apply")
+    if not instructions and opt("benchmark_instructions_runs") is not None:
+        raise pytest.UsageError(
+            "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
+            "callgrind processes count each benchmark)")
+    if first_or(opt("benchmark_histogram")):
+        try:
+            import pygal  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError(
+                "--benchmark-histogram draws with pygal, which is not installed: "
+                "pip install pygal (or drop the option)") from None
+    if str(opt("benchmark_storage")).startswith("elasticsearch+"):
+        raise pytest.UsageError(
+            "--benchmark-storage: elasticsearch storage is not supported by spatialhub's "
+            "benchmark plugin; use file://PATH")
+    fail_rules = list(opt("benchmark_compare_fail") or [])
+    if fail_rules and opt("benchmark_compare") is None:
+        raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
+    counted = [str(r) for r in fail_rules if r.method == "count"]
+    if counted and not instructions:
+        raise pytest.UsageError(
+            f"--benchmark-compare-fail={counted[0]} judges instruction counts: add "
+            "--benchmark-instructions (this run must count them, under callgrind)")
+    timed = [str(r) for r in fail_rules if r.method != "count"]
+    if timed and instructions:
+        # the times of a counted run are valgrind's (~50x native): against a saved native
+        # run identical code reads thousands of percent slower
+        raise pytest.UsageError(
+            f"--benchmark-compare-fail={timed[0]} judges times, and under "
+            "--benchmark-instructions the times are valgrind's (~50x native), not "
+            "comparable with a saved run's: gate on the count per call with "
+            "--benchmark-compare-fail=instructions:N% (e.g. instructions:1%), or judge "
+            "times in a run without --benchmark-instructions")
+    # pytest's commands that show something and run no test (--co, --help, --markers,
+    # --fixtures, ...) count nothing either
+    shows = any(opt(name, False) for name in SHOW_ONLY)
+    counts = instructions and not (shows or disabled or skip)
+    return SimpleNamespace(skip=skip, only=only, disabled=disabled, xdist=xdist,
+                           instructions=instructions, counts=counts, fail_rules=fail_rules)

@@ -228,6 +228,84 @@ def stats_from_json(bench):
                           int(st.get("rounds", 0)))
 
 
+# ---- saved runs read back ---------------------------------------------------------------
+
+#: times every saved run holds (pytest-benchmark writes them all): numbers >= 0
+SAVED_TIMES = ("min", "max", "mean", "stddev", "median")
+#: pytest-benchmark's other figures: when present, numbers >= 0
+SAVED_FIGURES = ("iqr", "q1", "q3", "ld15iqr", "hd15iqr", "ops", "total")
+#: ours: numbers >= 0, or null where not measured (a short run's p99, a timed run's count)
+SAVED_OPTIONAL = ("p90", "p95", "p99", "ci95_low", "ci95_high", "instructions")
+
+
+def check_saved_run(doc):
+    """A saved run as the compared run: every value the gate, the table, the Markdown
+    summary and our ``compare_machine_info`` hook read from it is checked here, before
+    any of them runs.  Raises ``_readback.BadValue`` naming the first bad one
+    (``benchmarks[2].stats.median is not a number (null)``).  Files of pytest-benchmark
+    (with or without raw data) and ours pass."""
+    from .._readback import array, item, mapping, number, text
+
+    mapping(doc, "the document")
+    info = mapping(doc.get("machine_info"), "machine_info", null=True)
+    if info is not None:
+        mapping(info.get("cpu"), "machine_info.cpu", null=True)
+    for i, b in enumerate(array(item(doc, "benchmarks", "benchmarks"), "benchmarks")):
+        at = f"benchmarks[{i}]"
+        mapping(b, at)
+        text(item(b, "name", f"{at}.name"), f"{at}.name")
+        text(item(b, "fullname", f"{at}.fullname"), f"{at}.fullname")
+        for key in ("group", "param"):
+            text(b.get(key), f"{at}.{key}", null=True)
+        mapping(b.get("params"), f"{at}.params", null=True)
+        st = mapping(item(b, "stats", f"{at}.stats"), f"{at}.stats")
+        for key in SAVED_TIMES:
+            number(item(st, key, f"{at}.stats.{key}"), f"{at}.stats.{key}", low=0)
+        number(item(st, "rounds", f"{at}.stats.rounds"), f"{at}.stats.rounds", low=0,
+               whole=True)
+        for key in SAVED_FIGURES:
+            if key in st:
+                number(st[key], f"{at}.stats.{key}", low=0)
+        for key in SAVED_OPTIONAL:
+            number(st.get(key), f"{at}.stats.{key}", null=True, low=0)
+        if "iterations" in st:
+            number(st["iterations"], f"{at}.stats.iterations", low=1, whole=True)
+        for j, x in enumerate(array(st.get("data"), f"{at}.stats.data", null=True) or ()):
+            number(x, f"{at}.stats.data[{j}]", low=0)
+        extra = mapping(b.get("spatialhub"), f"{at}.spatialhub", null=True) or {}
+        for key in ("reference_s", "ram_delta_mb"):
+            number(extra.get(key), f"{at}.spatialhub.{key}", null=True,
+                   low=0 if key == "reference_s" else None)
+    return doc
+
+
+def history_medians(doc, use_reference):
+    """``{fullname: median}`` of a saved run for the gate's history: the median in
+    seconds, divided by the run's own reference when ``use_reference`` (a benchmark
+    without one is left out).  Checks what it reads (``_readback.BadValue``)."""
+    from .._readback import array, item, mapping, number, text
+
+    mapping(doc, "the document")
+    out = {}
+    for i, b in enumerate(array(item(doc, "benchmarks", "benchmarks"), "benchmarks")):
+        at = f"benchmarks[{i}]"
+        mapping(b, at)
+        name = text(item(b, "fullname", f"{at}.fullname"), f"{at}.fullname")
+        st = mapping(item(b, "stats", f"{at}.stats"), f"{at}.stats")
+        med = number(item(st, "median", f"{at}.stats.median"), f"{at}.stats.median", low=0)
+        extra = mapping(b.get("spatialhub"), f"{at}.spatialhub", null=True) or {}
+        ref = number(extra.get("reference_s"), f"{at}.spatialhub.reference_s", null=True,
+                     low=0)
+        if use_reference:
+            # corrected medians only: one raw median among them (a run saved with the
+            # reference off) would read as a huge spread
+            if not ref:
+                continue
+            med = med / ref
+        out[name] = float(med)
+    return out
+
+
 # ---- the .benchmarks/ store -----------------------------------------------------------
 
 _NUM = re.compile(r"^(\d{4})_")

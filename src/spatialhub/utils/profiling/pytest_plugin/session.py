@@ -4,21 +4,21 @@ results are saved and grouped at session finish (through its hooks), the table i
 written in the terminal summary."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from ..instructions import disagreements, probing
+from .._readback import BadFile, BadValue, read_json
+from ..instructions import active, disagreements, probing
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
 from .gate import Verdict, check, judge, run_spread_of
 from .logger import Logger
-from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, TIMER_DEFAULT, first_or, load_timer,
-                      timer_name)
+from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, first_or, judge_options,
+                      load_timer, timer_name)
 
 XDIST_WARNING = ("Benchmarks are automatically disabled because xdist plugin is active. "
                  "Benchmarks cannot be performed reliably in a parallelized environment.")
@@ -34,35 +34,28 @@ class BenchmarkSession:
         self.quiet = False if self.verbose else opt("benchmark_quiet")
         level = Logger.VERBOSE if self.verbose else Logger.QUIET if self.quiet else Logger.NORMAL
         self.logger = Logger(level, config=config)
-        self.skip = opt("benchmark_skip")
-        self.only = opt("benchmark_only")
-        if self.skip and self.only:
-            self.skip = False
-        self.disabled = opt("benchmark_disable") and not opt("benchmark_enable")
+        # pytest-benchmark's reading of --benchmark-skip / -only / -disable / -enable and
+        # xdist, and every refused combination (options.judge_options; the first process
+        # of a counted run asked the same before it started callgrind)
+        judged = judge_options(config)
+        self.skip, self.only, self.disabled = judged.skip, judged.only, judged.disabled
         # each xdist worker would time with the others competing for the CPUs and write
         # its own report over the others': benchmarks are off under xdist, as in
         # pytest-benchmark (said once, at the end, if a benchmark was collected)
         self.xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
-        xdist_active = config.getoption("dist", "no") not in ("no", None) or self.xdist_worker
-        self.xdist_warning = bool(xdist_active and not self.skip and not self.disabled)
+        self.xdist_warning = judged.xdist
         self.xdist_benchmark_found = False
-        if self.xdist_warning:
-            self.disabled = True
-        if self.disabled and self.only:
-            raise pytest.UsageError(
-                "Can't have both --benchmark-only and --benchmark-disable options. Note that "
-                "--benchmark-disable is automatically activated if xdist is on.")
         # --benchmark-instructions: this is the re-run under callgrind (the first process
         # only started it: pytest_cmdline_main); count instead of timing
-        self.instructions = bool(opt("benchmark_instructions"))
-        if self.instructions and opt("benchmark_timer") != TIMER_DEFAULT:
+        self.instructions = judged.instructions
+        if judged.counts and not active():
+            # a session that would time natively and report no count -- and let a gate
+            # on counts pass on "no data" -- is refused
             raise pytest.UsageError(
-                "--benchmark-instructions counts the calls in the native loop: "
-                "--benchmark-timer does not apply")
-        if not self.instructions and opt("benchmark_instructions_runs") is not None:
-            raise pytest.UsageError(
-                "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
-                "callgrind processes count each benchmark)")
+                "--benchmark-instructions: this process does not run under valgrind's "
+                "callgrind, so it would count nothing (pytest --benchmark-instructions "
+                "starts the run again under callgrind; here something else started the "
+                "session, e.g. a plugin's own pytest_cmdline_main)")
         # a probe of a counted run (instructions.RUNS): counts like the reported run, but
         # writes nothing -- no saved run, no JSON, no Markdown, no histogram, no CSV
         self.probe = self.instructions and probing()
@@ -96,26 +89,14 @@ class BenchmarkSession:
         self.group_by = opt("benchmark_group_by")
         self.name_format = table.NAME_FORMATS[opt("benchmark_name")]
         self.histogram = first_or(opt("benchmark_histogram"))
-        if self.histogram:
-            try:
-                import pygal  # noqa: F401
-            except ImportError:
-                raise pytest.UsageError(
-                    "--benchmark-histogram draws with pygal, which is not installed: "
-                    "pip install pygal (or drop the option)") from None
         self.csv = first_or(opt("benchmark_csv"))
         self.fixtures = []
-        storage = opt("benchmark_storage")
-        if storage.startswith("elasticsearch+"):
-            raise pytest.UsageError(
-                "--benchmark-storage: elasticsearch storage is not supported by spatialhub's "
-                "benchmark plugin; use file://PATH")
-        self.storage = report.Storage(storage)
+        self.storage = report.Storage(opt("benchmark_storage"))
         self.save = opt("benchmark_save")
         self.autosave = opt("benchmark_autosave")
         self.json_path = opt("benchmark_json")
         self.markdown_path = opt("benchmark_markdown")
-        self.fail_rules = list(opt("benchmark_compare_fail") or [])
+        self.fail_rules = judged.fail_rules
         self.run_spread = opt("benchmark_run_spread")
         self.use_reference = opt("benchmark_reference") != "off"
         self.notes = []
@@ -128,13 +109,10 @@ class BenchmarkSession:
         self.groups = None
         self._env = None
         self.compare = opt("benchmark_compare")
-        if self.fail_rules and self.compare is None:
-            raise pytest.UsageError("--benchmark-compare-fail requires valid --benchmark-compare.")
-        counted = [str(r) for r in self.fail_rules if r.method == "count"]
-        if counted and not self.instructions:
-            raise pytest.UsageError(
-                f"--benchmark-compare-fail={counted[0]} judges instruction counts: add "
-                "--benchmark-instructions (this run must count them, under callgrind)")
+        # the compared run could not be used (one line, said at the end; the session ends
+        # with pytest's usage-error status once this run is saved)
+        self.compare_error = None
+        self.history_skipped = []
 
     def start(self):
         """Load the compared run (its machine_info hooks can reach this session now)."""
@@ -153,11 +131,18 @@ class BenchmarkSession:
                 raise pytest.UsageError(msg)
             self.logger.warning(msg)
             return
+        # a bad file is the user's usage error, said in one line naming the file and the
+        # field; the tests still run and this run is still saved (docs/reliability.md,
+        # "Round 4")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            self.compared = {b["fullname"]: b for b in data["benchmarks"]}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise pytest.UsageError(f"Can't compare: cannot read {path}: {exc}") from None
+            data = report.check_saved_run(read_json(path))
+        except BadFile as exc:
+            self.compare_error = f"Can't compare: {exc}"
+            return
+        except BadValue as exc:
+            self.compare_error = f"Can't compare: {BadFile(path, str(exc))}"
+            return
+        self.compared = {b["fullname"]: b for b in data["benchmarks"]}
         self.compared_path = Path(path)
         self.config.hook.pytest_benchmark_compare_machine_info(
             config=self.config, benchmarksession=self, machine_info=self.machine_info(),
@@ -166,24 +151,25 @@ class BenchmarkSession:
         self.logger.info(f"Comparing against benchmarks from: {path}", newline=False)
 
     def _load_history(self):
-        """Medians (seconds) of each benchmark in the latest saved runs: the between-run
-        spread of identical code is estimated from them (``gate.run_spread_of``)."""
+        """Medians (seconds; divided by the run's reference when it is on) of each
+        benchmark in the latest saved runs: the between-run spread of identical code is
+        estimated from them (``gate.run_spread_of``).  A file that cannot be read, or a
+        bad value in what is read from it, leaves that file out, said in a note
+        (``history_skipped``): it is one of many, not the file the user named."""
         hist = {}
+        skipped = []
         for path in self.storage.runs()[-self.HISTORY_RUNS:]:
             try:
-                data = json.loads(Path(path).read_text(encoding="utf-8"))
-                for b in data["benchmarks"]:
-                    med = float(b["stats"]["median"])
-                    if self.use_reference:
-                        # corrected medians only: one raw median among them (a run saved
-                        # with the reference off) would read as a huge spread
-                        ref = (b.get("spatialhub") or {}).get("reference_s")
-                        if not ref or not ref > 0:
-                            continue
-                        med /= float(ref)
-                    hist.setdefault(b["fullname"], []).append(med)
-            except (OSError, ValueError, KeyError, TypeError):
+                medians = report.history_medians(read_json(path), self.use_reference)
+            except BadFile as exc:
+                skipped.append(str(exc))
                 continue
+            except BadValue as exc:
+                skipped.append(str(BadFile(path, str(exc))))
+                continue
+            for name, med in medians.items():
+                hist.setdefault(name, []).append(med)
+        self.history_skipped = skipped
         return hist
 
     # -- machine and commit (through the hooks) ------------------------------------------
@@ -194,14 +180,13 @@ class BenchmarkSession:
             if fx.stats is not None and fx.native_clock:
                 return fx.stats.native.env or {}
         if self._env is None:
-            import warnings
+            from .._native import _noop
+            from .fixture import internal_run
 
-            from .._native import BenchmarkWarning, _noop, benchmark_callable
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", BenchmarkWarning)
-                self._env = benchmark_callable(_noop, num_warmup=0, num_iters=1, track_ram=False,
-                                               track_vram=False, progress=False).env or {}
+            # (a busy-machine warning this probe gets is kept for the first result
+            # measured on the busy machine: fixture.internal_run)
+            self._env = internal_run(_noop, num_warmup=0, num_iters=1, track_ram=False,
+                                     track_vram=False, progress=False).env or {}
         return self._env
 
     def machine_info(self):
@@ -306,11 +291,16 @@ class BenchmarkSession:
                        cv.reason)
 
     def finish(self, session):
-        if self.compared:
-            self._judge_all()
+        # judged first, so that the saved run carries the verdicts; saved whatever the
+        # judging does (what was measured is never lost)
+        try:
+            if self.compared:
+                self._judge_all()
+        finally:
+            if not self.probe:
+                self._save()
         if self.probe:
             return
-        self._save()
         rows = self._rows()
         if rows:
             self.groups = self.config.hook.pytest_benchmark_group_stats(
@@ -324,6 +314,8 @@ class BenchmarkSession:
             self.logger.info(f"Wrote Markdown summary in: {self.markdown_path}")
         if self.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.compare_error and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def _save(self):
         name = self.save
@@ -399,10 +391,17 @@ class BenchmarkSession:
 
     def measurement_notes(self):
         notes = [f"{fx.name}: {w}" for fx in self._ran() for w in fx.warnings]
+        notes += [f"the gate's history skips {line}" for line in self.history_skipped]
         if self.instructions and self._ran():
             notes.append("instructions per call counted by valgrind's callgrind (warm-up "
                          "excluded, the collector held off, the calling thread only); the "
                          "times were measured under valgrind (~50x native): not wall time")
+            uncounted = [fx.name for fx in self._ran()
+                         if getattr(fx.stats.native, "instructions_per_call", None) is None]
+            if uncounted:
+                notes.append(f"no instruction count came back for {', '.join(uncounted)} "
+                             "(is the native module stripped of its symbols? callgrind "
+                             "finds shp_counted_call by name)")
             notes.extend(disagreements())
         return notes
 
@@ -411,6 +410,9 @@ class BenchmarkSession:
                 for c in checks if c.fails]
 
     def gate_line(self):
+        if self.compare_error:
+            said = self.compare_error.removeprefix("Can't compare: ").replace("`", "'")
+            return f"**Can't compare**: `{said}`"
         name = self.compared_path.name if self.compared_path is not None else None
         if not self.fail_rules:
             return f"Compared with `{name}` (no gate set)." if name else None
@@ -452,6 +454,9 @@ class BenchmarkSession:
         if self.compared and not self.fail_rules and self.verbose:
             for fullname, vd in self.verdicts.items():
                 tr.write_line(f"  {fullname}: {vd.reason}")
+        if self.compare_error:
+            tr.write_line(f"ERROR: {self.compare_error}", red=True, bold=True)
+            return
         line = self.gate_line()
         if line and self.fail_rules:
             tr.write_line(line.replace("**", "").replace("`", ""), red=self.regressed,

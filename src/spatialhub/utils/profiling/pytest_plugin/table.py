@@ -108,13 +108,14 @@ def time_unit(value):
 
 def scale_unit(config, unit, benchmarks, best, worst, sort):
     """The default ``pytest_benchmark_scale_unit``: ``--benchmark-time-unit``, else the
-    unit of the best value of the sort column (of min for name sorts)."""
+    unit of the best value of the sort column (of min for name sorts, and for the
+    instruction count's, which is no time)."""
     fixed = config.getoption("benchmark_time_unit", None) if config else None
     fixed_units = {"ns": ("n", 1e9), "us": ("u", 1e6), "ms": ("m", 1e3), "s": ("", 1.0)}
     if fixed in fixed_units:
         return fixed_units[fixed]
     if unit == "seconds":
-        key = "min" if sort in ("name", "fullname") else sort
+        key = sort if sort in TIME_STATS else "min"
         return time_unit(best.get(key, benchmarks[0][key]))
     if unit == "operations":
         ops = worst.get("ops", benchmarks[0]["ops"])
