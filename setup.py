@@ -46,7 +46,8 @@ LAYERS = {
     "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c", "rules.c"],
     "scope": ["scopedata.c", "scoperss.c", "scopenode.c", "scopeframe.c", "scope.c",
               "scopetimer.c"],
-    "run": ["sync.c", "progress.c", "gcguard.c", "loop.c", "extras.c", "counters.c", "bench.c"],
+    "run": ["sync.c", "progress.c", "gcguard.c", "aio.c", "loop.c", "extras.c", "counters.c",
+            "bench.c"],
     ".": ["constants.c", "module.c"],
 }
 SOURCES = [os.path.normpath(os.path.join(folder, f)) for folder, files in LAYERS.items()

@@ -323,6 +323,12 @@ static PyMethodDef shp_methods[] = {
      ">>> isinstance(suppressed_warnings(), dict)\n"
      "True"},
     {"_noop", shp_noop, METH_NOARGS, "A native no-op: the callable overhead_ms is measured on."},
+    {"_is_async", shp_aio_is_async_py, METH_O,
+     "_is_async(func) -> bool\n\nWhether func is a coroutine function (async def, bound, "
+     "through functools.partial or an instance's __call__): every call is awaited."},
+    {"_loop_overhead_ms", shp_aio_loop_overhead_py, METH_O,
+     "_loop_overhead_ms(loop) -> float\n\nWhat loop.run_until_complete costs a call (ms): "
+     "the median of an empty coroutine run through it."},
     {"_t975", shp_t975_py, METH_O, "_t975(df) -> float\n\nStudent's t two-sided 95% quantile."},
     {"_judge", FASTKW(shp_judge_py),
      "_judge(ratio, lo, hi, margin) -> str\n\nThe margin rule of every verdict."},

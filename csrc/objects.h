@@ -115,6 +115,7 @@ typedef struct {
     double p50_ms, p90_ms, p99_ms, iqr_ms, ci95_low_ms, ci95_high_ms;
     Py_ssize_t outliers;
     double overhead_ms;
+    double loop_overhead_ms;    /* awaited calls: the event loop's cost a call; NaN: none */
     PyObject *ram_peak_method;
     int target_met;
     int machine_busy;           /* -1 None (not measured), 0, 1 */

@@ -134,6 +134,20 @@ shp_clear_unless_fatal(void)
     return 0;
 }
 
+/* What a call's result is: 0 a value; 1 a generator or an async generator
+ * (work done only when iterated); 2 an awaitable (a coroutine, or an object
+ * with __await__: work done only when awaited).  C-API only, no Python runs. */
+static inline int
+shp_result_is_lazy(PyObject *r)
+{
+    if (PyGen_Check(r) || PyAsyncGen_CheckExact(r))
+        return 1;
+    if (PyCoro_CheckExact(r))
+        return 2;
+    PyAsyncMethods *am = Py_TYPE(r)->tp_as_async;
+    return am != NULL && am->am_await != NULL ? 2 : 0;
+}
+
 /* The module state (objects.h); prototypes below it take a pointer. */
 typedef struct shp_state shp_state;
 

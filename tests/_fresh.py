@@ -107,3 +107,9 @@ def record_words(path):
         from spatialhub.utils.profiling import _words
         with open(path, "w") as f:
             json.dump(list(_words.current()), f)
+
+
+async def sleep_async(ms):
+    """An async function of an importable module, for fresh processes."""
+    import asyncio
+    await asyncio.sleep(ms / 1e3)

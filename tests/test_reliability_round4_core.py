@@ -12,7 +12,7 @@ import pytest
 
 from spatialhub.utils.profiling import _native
 
-from reliability_support import hwm_available, run_python
+from reliability_support import UNDER_SANITIZER, hwm_available, run_python
 
 BIG = 2**62
 
@@ -224,3 +224,46 @@ def test_a_direct_call_keeps_benchmark_callables_words_and_a_nested_one_its_call
             assert "raise iters" in _native._warning_texts()["NoisyWarning"]
         assert "raise --iters" in _native._warning_texts()["NoisyWarning"]
     assert _words.current() == _words.CALLABLE
+
+
+# ---- any num_iters (issue 33) ----------------------------------------------------------
+
+_HUGE = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from spatialhub.utils.profiling import BenchmarkInterrupted, benchmark_callable
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    first, sent = [], []
+
+    def interrupt():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def f():
+        if not first:
+            first.append((time.perf_counter() - t0, rss() - r0))
+            threading.Timer(1.0, interrupt).start()
+
+    benchmark_callable(sorted, [1], num_iters=3, num_warmup=0, progress=False)   # set-up done
+    r0, t0 = rss(), time.perf_counter()
+    try:
+        benchmark_callable(f, num_iters=10**9, num_warmup=0, progress=False)
+    except BenchmarkInterrupted as exc:
+        print(first[0][0], first[0][1], time.perf_counter() - sent[0], exc.stats.timed_iters)
+""")
+
+
+@pytest.mark.skipif(UNDER_SANITIZER, reason="ASan's shadow memory and checks slow every step")
+def test_a_billion_iterations_start_at_once_and_stop_at_ctrl_c():
+    """num_iters=10**9 sized and touched 16 GB of buffers before the first call (no call
+    after 3 s; Ctrl-C unanswered for ~50 s).  The buffers now grow as samples arrive: the
+    first call within 0.1 s, at most 64 MiB more before it, and a Ctrl-C one second in
+    answered (the samples so far summarised and kept) within 1.5 s."""
+    p = run_python(_HUGE, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    first_s, grew, answered_s, kept = p.stdout.split()
+    assert float(first_s) < 0.1 and int(grew) <= 64 * 2**20, p.stdout
+    assert float(answered_s) < 1.5 and int(kept) > 1000, p.stdout

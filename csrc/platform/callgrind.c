@@ -51,11 +51,18 @@
 static volatile int marks;
 
 SHP_NOINLINE int
-shp_counted_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+shp_counted_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                 PyObject *drive, PyObject **lazy)
 {
     PyObject *r = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    if (r != NULL && drive != NULL)
+        Py_SETREF(r, PyObject_CallOneArg(drive, r));   /* run to completion */
     if (r == NULL)
         return -1;
+    if (lazy != NULL && shp_result_is_lazy(r)) {
+        *lazy = r;   /* handed back, not released: its work is still to do */
+        return 0;
+    }
     Py_DECREF(r);   /* inside the timed region, as `func(...)` as a statement */
     return 0;
 }

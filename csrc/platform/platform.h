@@ -151,10 +151,14 @@ typedef struct {
     char dir[2048];
 } shp_callgrind;
 
-/* The timed call: func(*args) through vectorcall, its result released.
- * Callgrind collects inside it only (--toggle-collect).  0, or -1 with the
- * function's exception. */
-int shp_counted_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* The timed call: func(*args) through vectorcall, then drive(result) when
+ * drive is not NULL (an event loop's run_until_complete), the result
+ * released -- unless `lazy` is not NULL and the result is a generator or an
+ * awaitable (shp_result_is_lazy), which then goes to *lazy, owned by the
+ * caller.  Callgrind collects inside it only (--toggle-collect).  0, or -1
+ * with the function's exception. */
+int shp_counted_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                     PyObject *drive, PyObject **lazy);
 /* Markers callgrind acts on (--zero-before, --dump-after); no-ops otherwise. */
 void shp_cg_zero_point(void);
 void shp_cg_dump_point(void);

@@ -130,7 +130,7 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     if (shp_args_parse(&bench_spec, args, nargs, kwnames, v) < 0)
         return -1;
     PyObject *func = v[OPT_FUNC], *sync_fn = NULL;
-    if (shp_arg_callable(func, FN, "func", 0, &func) < 0)
+    if (shp_aio_refuse_object(func) < 0 || shp_arg_callable(func, FN, "func", 0, &func) < 0)
         return -1;
     if ((v[OPT_NAME] && shp_arg_str(v[OPT_NAME], FN, "name", 0, &o->name) < 0) ||
         (v[OPT_DEVICE] && shp_arg_str(v[OPT_DEVICE], FN, "device", 0, &o->device) < 0))
@@ -468,6 +468,11 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (parse_call(args, nargs, kwnames, &o, &p) < 0 ||
         shp_sync_resolve(st, &o.dev, o.track_vram, &p.sync, &diag) < 0)
         goto done;
+    /* an async function: every call is awaited on the run's loop (aio.c); a
+     * callable that only returns an awaitable is found at its first call */
+    int is_async = shp_aio_is_async(p.func);
+    if (is_async < 0 || (is_async && shp_aio_open(&p) < 0))
+        goto done;
     if (o.has_stream && !p.sync.have_cuda) {
         /* known once the sync is resolved: our own CudaSync as sync_fn is native */
         PyErr_SetString(PyExc_ValueError, FN ": stream= needs a CUDA device "
@@ -492,7 +497,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t max_iters = adaptive ? (o.num_iters > SHP_ADAPTIVE_MAX_SAMPLES ? o.num_iters
                                                                                : SHP_ADAPTIVE_MAX_SAMPLES)
                                     : o.num_iters;
-    Py_ssize_t cap = adaptive && o.num_iters < 1024 ? 1024 : o.num_iters;
+    /* the buffers grow as samples arrive (loop.c): a huge num_iters costs
+     * nothing before the first call */
+    Py_ssize_t cap = max_iters < SHP_INITIAL_SAMPLES ? max_iters : SHP_INITIAL_SAMPLES;
     if (shp_run_alloc(&run, cap, max_iters) < 0 ||
         shp_run_alloc_extras(&run, o.num_warmup, p.sync.gt.events) < 0)
         goto done;
@@ -567,6 +574,9 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         ram_bytes = shp_window_close(&win);
         window_open = 0;
     }
+    double loop_ns = NAN;   /* what the event loop costs a call, when calls were awaited */
+    if (!interrupted && p.drive != NULL && shp_aio_overhead(&p, SHP_AIO_OVERHEAD_RUNS, &loop_ns) < 0)
+        goto done;
     if (interrupted) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -588,6 +598,7 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                               &x);
     if (s == NULL)
         goto done;
+    s->loop_overhead_ms = loop_ns / 1e6;
     if (ru0.ok && ru1.ok && timed > 0) {
         double n = (double)timed;
         s->minor_faults_per_iter = (double)(ru1.minflt - ru0.minflt) / n;

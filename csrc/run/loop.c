@@ -37,6 +37,8 @@ shp_call_clear(shp_call *p)
     p->argv = NULL;
     Py_CLEAR(p->kwnames);
     Py_CLEAR(p->func);
+    Py_CLEAR(p->lazy);
+    shp_aio_close(p);
     shp_sync_clear(&p->sync);
     shp_llc_evictor_free(&p->llc);
 }
@@ -55,8 +57,23 @@ vram_sample(shp_call *p, shp_run *run)
     }
 }
 
-/* Grow both buffers geometrically, touching the new pages now so that they
- * are not first faulted in between two timed calls. */
+/* Zero n doubles at x in chunks, answering Ctrl-C between them: a growth to
+ * hundreds of MiB must not hold a KeyboardInterrupt for seconds.  0 / -1. */
+static int
+touch(double *x, Py_ssize_t n)
+{
+    const Py_ssize_t chunk = (Py_ssize_t)(16 << 20) / (Py_ssize_t)sizeof(double);   /* 16 MiB */
+    for (Py_ssize_t i = 0; i < n; i += chunk) {
+        memset(x + i, 0, (size_t)(n - i < chunk ? n - i : chunk) * sizeof(double));
+        if (n > chunk && PyErr_CheckSignals() < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Grow the buffers geometrically, touching the new pages now so that they
+ * are not first faulted in between two timed calls.  0, or -1 with
+ * MemoryError or a KeyboardInterrupt (the samples so far are kept). */
 static int
 grow(shp_run *run, shp_hwm_window *ram)
 {
@@ -82,15 +99,16 @@ grow(shp_run *run, shp_hwm_window *ram)
             return PyErr_NoMemory(), -1;
         run->host = h;
     }
-    memset(run->samples + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
-    memset(run->scratch + run->cap, 0, (size_t)(ncap - run->cap) * sizeof(double));
-    run->cap = ncap;
-    if (ram && before >= 0) {
+    Py_ssize_t old = run->cap;
+    run->cap = ncap;   /* both buffers hold ncap now, touched or not */
+    int rc = touch(run->samples + old, ncap - old) < 0 ||
+             touch(run->scratch + old, ncap - old) < 0 ? -1 : 0;
+    if (ram && before >= 0) {   /* ours, not the callable's, even when Ctrl-C cut it short */
         int64_t after = shp_rss_bytes();
         if (after > before)
             run->harness_bytes += after - before;
     }
-    return 0;
+    return rc;
 }
 
 /* Between iterations (never inside t0..t1): memory telemetry, Ctrl-C.  The
@@ -205,12 +223,20 @@ shp_timed_loop(shp_call *p, shp_run *run, Py_ssize_t min_iters, double target,
         }
         if (events && start_event(&p->sync) < 0)
             return -1;
+        PyObject **lazy = p->checked ? NULL : &p->lazy;
         t0 = shp_now_ns();
         /* the call and the release of its result, in a function of its own:
          * what callgrind counts in the --instructions modes (callgrind.c) */
-        if (shp_counted_call(p->func, p->argv + 1, p->nargsf, p->kwnames) < 0) {
+        if (shp_counted_call(p->func, p->argv + 1, p->nargsf, p->kwnames, p->drive, lazy) < 0) {
             shp_note_iteration(func_note, name, phase_names[PHASE_TIMED], i, min_iters);
             return -1;
+        }
+        p->checked = 1;
+        if (p->lazy != NULL) {   /* not a sample: refused, or run and the call made again */
+            if (shp_aio_take(p, name) < 0)
+                return -1;
+            i--;
+            continue;
         }
         /* with events, also when the host was done: what follows until t1 is
          * the wait for the device */
@@ -259,9 +285,21 @@ shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_ru
         }
         t0 = shp_now_ns();
         PyObject *r = PyObject_Vectorcall(p->func, p->argv + 1, p->nargsf, p->kwnames);
+        if (r != NULL && p->drive != NULL)
+            Py_SETREF(r, PyObject_CallOneArg(p->drive, r));
         if (r == NULL) {
             shp_note_iteration(func_note, name, phase_names[PHASE_WARMUP], i, n);
             return -1;
+        }
+        if (!p->checked) {
+            p->checked = 1;
+            if (shp_result_is_lazy(r)) {   /* refused, or run and the warm-up begun again */
+                p->lazy = r;
+                if (shp_aio_take(p, name) < 0)
+                    return -1;
+                i = -1;
+                continue;
+            }
         }
         Py_DECREF(r);
         if (shp_sync_call(&p->sync, &t1) < 0) {

@@ -152,6 +152,10 @@ typedef struct {
     shp_llc_evictor llc;      /* cold: the CPU's eviction buffer */
     shp_nvml_watch nv;        /* NVML readings of the CUDA device */
     int nv_on;
+    PyObject *loop;           /* the run's event loop (aio.c), or NULL */
+    PyObject *drive;          /* its run_until_complete: each call's result goes through it */
+    int checked;              /* the first call's result was looked at (aio.c) */
+    PyObject *lazy;           /* that result, when it was a generator or an awaitable */
 } shp_call;
 
 /* The sample buffers and what the timed loop reports back. */
@@ -168,9 +172,45 @@ typedef struct {
     double *host;                     /* with gpu: t0 to the call's return (ns) */
 } shp_run;
 
+/* ---- aio.c: calls whose result is work still to do -------------------------- */
+
+/* 1 if func is a coroutine function (async def, bound, through
+ * functools.partial or an instance's __call__), 0 if not; -1 with a fatal
+ * exception (a KeyboardInterrupt from an attribute lookup). */
+int shp_aio_is_async(PyObject *func);
+/* The TypeError for a generator or an async generator returned by func
+ * (named by `name`), which is closed; always -1. */
+int shp_aio_refuse(PyObject *lazy, PyObject *name);
+/* A new event loop for the run in p->loop, its run_until_complete in
+ * p->drive.  0, or -1 with RuntimeError when a loop runs in this thread
+ * already (the message says how to benchmark from there). */
+int shp_aio_open(shp_call *p);
+/* The first call returned p->lazy, a generator or an awaitable (taken from
+ * p->lazy): a generator is refused (TypeError); an awaitable opens the
+ * run's loop when none is open and is run to completion there, untimed, so
+ * that the loops can make that call again.  0, or -1 with an exception. */
+int shp_aio_take(shp_call *p, PyObject *name);
+/* -1 with TypeError when `func` is what calling an async function returns
+ * (a coroutine or another awaitable that is not callable: the function
+ * itself was meant; a coroutine is closed, never left unawaited), else 0. */
+int shp_aio_refuse_object(PyObject *func);
+/* _is_async(func) -> bool (shp_aio_is_async), and _loop_overhead_ms(loop)
+ * -> float (shp_aio_overhead through loop.run_until_complete), for the
+ * plugin's fixture, which awaits on a loop of its own. */
+PyObject *shp_aio_is_async_py(PyObject *module, PyObject *func);
+PyObject *shp_aio_loop_overhead_py(PyObject *module, PyObject *loop);
+/* Close the loop and drop it (an exception set is kept).  Never fails. */
+void shp_aio_close(shp_call *p);
+/* The loop's own cost per call: the median of n runs of an empty coroutine
+ * through p->drive, in ns.  0 / -1. */
+int shp_aio_overhead(shp_call *p, int n, double *out_ns);
+#define SHP_AIO_OVERHEAD_RUNS 200
+
 /* Drop every reference the call holds (and its sync's), free the eviction
  * buffer.  Never fails. */
 void shp_call_clear(shp_call *p);
+/* The sample buffers' first size; they double as samples arrive. */
+#define SHP_INITIAL_SAMPLES 4096
 /* Allocate (and touch) both sample buffers for `cap` samples; 0, or -1 with
  * MemoryError.  shp_run_free() either way. */
 int shp_run_alloc(shp_run *run, Py_ssize_t cap, Py_ssize_t max_iters);
@@ -180,14 +220,18 @@ int shp_run_alloc_extras(shp_run *run, Py_ssize_t nwarm, int gpu);
 void shp_run_free(shp_run *run);
 /* n warm-up calls, each followed by a sync and timed into run->warm (when
  * allocated); one sync before the first, so the first call's time is its
- * own.  ram / vram: sample memory between calls (ram may be NULL).  0, or
- * -1 with the exception set (a note says which iteration of `name` raised). */
+ * own.  ram / vram: sample memory between calls (ram may be NULL).  The
+ * first call's result is looked at (shp_aio_take): an awaitable makes the
+ * run await every call and the warm-up begin again.  0, or -1 with the
+ * exception set (a note says which iteration of `name` raised). */
 int shp_warmup_loop(shp_call *p, Py_ssize_t n, shp_hwm_window *ram, int vram, shp_run *run,
                     PyObject *name);
 /*
  * The timed loop.  Runs at least `min_iters` iterations; with a target
  * (> 0) it goes on until the median's CI is narrow enough, max_time_ns is
- * spent or run->max_iters is reached.  Returns 0, or -1 with the exception
+ * spent or run->max_iters is reached.  When no warm-up looked at a result,
+ * the first call's is looked at as in shp_warmup_loop (an awaitable's first
+ * call is then made again, timed).  Returns 0, or -1 with the exception
  * set; run->n is the number of completed (stored) iterations either way.
  * pl may be NULL (no progress line).
  */

@@ -50,6 +50,9 @@ static const shp_field stats_fields[] = {
        "Samples beyond Tukey's 1.5 IQR fences (counted, never dropped)."),
     KW("overhead_ms", SHP_F_OPT_DOUBLE, overhead_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
        "The harness's own floor: median of a native no-op timed through the same loop (ms)."),
+    KW("loop_overhead_ms", SHP_F_OPT_DOUBLE, loop_overhead_ms, SHP_R_MS, 0, SHP_SHOW_IF_SET,
+       "Awaited calls (an async function): what the run's event loop costs a call, the median "
+       "of an empty coroutine run to completion the same way (ms); None otherwise."),
     KW("ram_peak_method", SHP_F_OPT_STR, ram_peak_method, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
        "How ram_delta_mb was measured: 'hwm', 'sampled' or 'off'."),
     KW("target_met", SHP_F_OPT_BOOL, target_met, SHP_R_NONE, 0, SHP_SHOW_IF_SET,

@@ -94,6 +94,7 @@ class BenchmarkStats:
     ci95_high_ms: Optional[float]
     outliers: Optional[int]
     overhead_ms: Optional[float]
+    loop_overhead_ms: Optional[float]
     ram_peak_method: Optional[str]
     target_met: Optional[bool]
     machine_busy: Optional[bool]
@@ -158,6 +159,7 @@ class BenchmarkStats:
         ci95_high_ms: Optional[float] = None,
         outliers: Optional[int] = None,
         overhead_ms: Optional[float] = None,
+        loop_overhead_ms: Optional[float] = None,
         ram_peak_method: Optional[str] = None,
         target_met: Optional[bool] = None,
         batch_size: int = 1,

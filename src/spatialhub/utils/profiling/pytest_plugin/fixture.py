@@ -22,6 +22,7 @@ read when the fixture runs: suites (and its own tests) that set them keep workin
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
@@ -35,6 +36,7 @@ import numpy as np
 
 from .._native import (BenchmarkStats, BenchmarkWarning, _apply_rerun, _stats_from_samples,
                        benchmark_callable)
+from .._native import _is_async, _loop_overhead_ms
 from .._native import _pool as _native_pool
 from .._words import PYTEST, remedy_words
 from .options import MARKER_OPTIONS, TIMER_DEFAULT, load_timer, timer_name  # noqa: F401
@@ -78,6 +80,28 @@ def _with_busy(stats, busy):
     if busy:
         _apply_rerun(stats)
     return stats
+
+
+@contextlib.contextmanager
+def _awaited(func):
+    """An async function under the fixture: every call (calibration, rounds, the call that
+    gives benchmark() its return value) runs to completion on one event loop kept for the
+    benchmark and closed after it -- as benchmark_callable awaits each call
+    (csrc/run/aio.c).  Other callables pass as they are."""
+    if not _is_async(func):
+        yield func, None
+        return
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+
+    @functools.wraps(func)
+    def run_to_completion(*args, **kwargs):
+        return loop.run_until_complete(func(*args, **kwargs))
+    try:
+        yield run_to_completion, loop
+    finally:
+        loop.close()
 
 
 def _pool_segments(parts):
@@ -379,7 +403,10 @@ class BenchmarkFixture:
     def __call__(self, function_to_benchmark, *args, **kwargs):
         self._claim("benchmark(...)")
         try:
-            return self._raw(function_to_benchmark, args, kwargs)
+            with _awaited(function_to_benchmark) as (func, loop):
+                result = self._raw(func, args, kwargs)
+                self._loop_overhead(loop)
+                return result
         except BaseException:
             self.has_error = True
             raise
@@ -388,11 +415,20 @@ class BenchmarkFixture:
                  warmup_rounds=0, iterations=1):
         self._claim("benchmark.pedantic(...)")
         try:
-            return self._raw_pedantic(target, args, kwargs, setup, teardown, rounds,
-                                      warmup_rounds, iterations)
+            with _awaited(target) as (func, loop):
+                result = self._raw_pedantic(func, args, kwargs, setup, teardown, rounds,
+                                            warmup_rounds, iterations)
+                self._loop_overhead(loop)
+                return result
         except BaseException:
             self.has_error = True
             raise
+
+    def _loop_overhead(self, loop):
+        """An async function's result says what its event loop costs a call."""
+        native = getattr(self.stats, "native", None)
+        if loop is not None and native is not None:
+            native.loop_overhead_ms = _loop_overhead_ms(loop)
 
     def weave(self, target, **kwargs):
         """Benchmark the first call of ``target`` (an object, or a ``'module.name'``
