@@ -343,12 +343,15 @@ static PyMethodDef shp_methods[] = {
     {"_pool", FASTKW(shp_pool_py),
      "_pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats\n\nOne result "
      "over the samples of several runs (runs=True) or segments of one run."},
-    {"_warning_texts", shp_warning_texts, METH_NOARGS,
-     "_warning_texts() -> dict\n\nTest hook: every cause's text with the remedy words in "
-     "effect (remedy_words())."},
+    {"_warning_texts", shp_warning_texts, METH_O,
+     "_warning_texts(attrs) -> dict\n\nTest hook: every cause's line, composed from attrs "
+     "(a dict of the numbers a warning carries, or None) with the remedy words in effect."},
     {"_warning_class", shp_warning_class, METH_O,
      "_warning_class(causes) -> type\n\nThe class of a BenchmarkWarning whose .causes is this "
      "tuple of labels: the cause's own, or their combination (for fresh processes' warnings)."},
+    {"_warning_lines", (PyCFunction)(void (*)(void))shp_warning_lines, METH_FASTCALL,
+     "_warning_lines(causes, attrs) -> list\n\nTest hook: the cause lines of a warning with "
+     "these causes (a tuple of labels) and numbers (a dict or None)."},
     {"_clock_ns", shp_clock_ns, METH_NOARGS, "The harness clock in integer ns."},
     {"_force_sampled_rss", shp_set_force_sampled, METH_O,
      "Test hook: pretend the kernel's high-water-mark reset is unavailable; returns the old flag."},

@@ -57,17 +57,18 @@ def test_a_busy_machine_is_measured_and_warned_about():
     said = [m for m in w if "busy machine" in m]
     assert len(said) <= 1
     if said:
-        assert "compare_callables" in said[0] and "taskset" in said[0]
+        assert "others used" in said[0] and "compare_callables" in said[0]
 
 
 @pytest.mark.parametrize("label", ["gpu", "XPU", "rocm", "npu", "xpu:1", "tpu"])
 def test_an_accelerator_label_without_a_sync_warns(label):
     s, w = quick(device=label)
     assert s.device == label
-    assert any("cannot synchronise" in m and "sync_fn" in m and repr(label) in m for m in w), w
+    assert any("no device sync: work queued on this device is not timed" in m and "sync_fn" in m
+               for m in w), w
     calls = []
     s, w = quick(device=label, sync_fn=lambda: calls.append(1))   # the user syncs: fine
-    assert calls and not any("cannot synchronise" in m for m in w)
+    assert calls and not any("no device sync" in m for m in w)
 
 
 @pytest.mark.parametrize("label", ["CPU", "cpu", "CPUExecutionProvider", "OpenVINOExecutionProvider",

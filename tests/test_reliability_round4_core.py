@@ -198,7 +198,7 @@ def test_the_pytest_fixture_passes_its_own_words_down(tmp_path):
         seen = []
 
         def test_words(benchmark):
-            benchmark(lambda: seen.append((_words.current(), _native._warning_texts())))
+            benchmark(lambda: seen.append((_words.current(), _native._warning_texts(None))))
             # (the call that gives benchmark() its return value is made outside the run)
             timed = [texts for words, texts in seen if words == _words.PYTEST]
             assert len(timed) >= 5, [w for w, _ in seen][:3]
@@ -217,12 +217,12 @@ def test_the_pytest_fixture_passes_its_own_words_down(tmp_path):
 def test_a_direct_call_keeps_benchmark_callables_words_and_a_nested_one_its_callers():
     from spatialhub.utils.profiling import _words
 
-    assert "raise num_iters" in _native._warning_texts()["NoisyWarning"]
+    assert "raise num_iters" in _native._warning_texts(None)["NoisyWarning"]
     with _words.remedy_words(_words.CLI):
-        assert "raise --iters" in _native._warning_texts()["NoisyWarning"]
+        assert "raise --iters" in _native._warning_texts(None)["NoisyWarning"]
         with _words.remedy_words(_words.MODELS):
-            assert "raise iters" in _native._warning_texts()["NoisyWarning"]
-        assert "raise --iters" in _native._warning_texts()["NoisyWarning"]
+            assert "raise iters" in _native._warning_texts(None)["NoisyWarning"]
+        assert "raise --iters" in _native._warning_texts(None)["NoisyWarning"]
     assert _words.current() == _words.CALLABLE
 
 

@@ -117,7 +117,10 @@ def test_a_relayed_warning_is_the_class_an_in_process_run_raises_with_its_attrib
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         benchmark_repeated(_native._noop, repeat=2, **opts)
-    [w] = [r for r in caught if issubclass(r.category, prof.BenchmarkWarning)]
+    # (a busy machine, said by one child and not the other, would make a second group)
+    ours = [r for r in caught if issubclass(r.category, prof.BenchmarkWarning)]
+    assert 1 <= len(ours) <= 2, [str(r.message) for r in ours]
+    w = ours[0]
     m = w.message
     assert {"no device sync", "overhead-dominated"} <= set(m.causes)
     assert type(m) is _native._warning_class(m.causes)   # the class an in-process run gives
@@ -126,8 +129,9 @@ def test_a_relayed_warning_is_the_class_an_in_process_run_raises_with_its_attrib
     assert m.median_ms > 0 and m.overhead_ms > 0
     assert isinstance(m.stats, prof.BenchmarkStats) and m.stats.timed_iters == 5
     assert "worker" in m.stats.env   # the child's own result
-    assert str(m).startswith("benchmark 'BenchmarkTarget':\n")
-    assert str(m).endswith("(in 2 of 2 fresh processes; the first shown)")
+    import re
+    assert re.match(r"benchmark 'BenchmarkTarget' \(statistics.md#the-causes\), in (2 of 2 "
+                    r"fresh processes; the first shown|1 of 2 fresh processes):\n", str(m)), m
     assert w.filename == __file__   # the user's line, as before
 
     with warnings.catch_warnings():

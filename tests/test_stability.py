@@ -43,9 +43,10 @@ def test_bimodal_samples_are_named_multimodal():
     assert s.stability == "multimodal" and s.multimodal is True
     assert len(w) == 1 and isinstance(w[0], prof.MultimodalWarning)
     text = str(w[0])
-    assert "two groups" in text and "page faults" in text and "Remedy" in text
-    # the numbers are the warning's attributes: its text is fixed, so a loop of
-    # benchmarks keeps one warnings-registry entry, not one per call
+    # one line a cause, its numbers coarse (the registry keys on the text: a loop of
+    # benchmarks keeps a few entries, not one per call), the exact values attributes
+    assert "two modes 1.5x apart, 30% slow -- " in text   # (the remedy: threads, if torch has 2)
+    assert all(len(line) <= 100 for line in text.splitlines()), text
     assert 0.9 < w[0].mode_low_ms < 1.1 and 1.5 < w[0].mode_high_ms < 1.7
     assert 0.2 < w[0].slow_share < 0.4 and w[0].stats is s
 
@@ -63,7 +64,7 @@ def test_a_heavy_tail_is_noisy_but_a_few_preempted_calls_are_not():
     rng = np.random.default_rng(3)
     s, w = judged(rng.uniform(0.2, 2.0, 400))
     assert s.stability == "noisy" and isinstance(w[0], prof.NoisyWarning)
-    assert "taskset" in str(w[0]) and w[0].iqr_share > 0.5
+    assert "pin threads" in str(w[0]) and w[0].iqr_share > 0.5
     # 2% of calls 20x slower (a busy neighbour preempting us now and then): the CV is
     # large but the median is sound
     x = 1 + 0.01 * rng.standard_normal(400)

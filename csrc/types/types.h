@@ -70,12 +70,17 @@ int shp_warn_init(PyObject *m, shp_state *st);
 PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
 /* suppressed_warnings(): {label: count} of the repeats not said. */
 PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
-/* Test hook _warning_texts(): {class name: text} with the remedy words in
- * effect (the context's _remedy_words, else benchmark_callable's). */
-PyObject *shp_warning_texts(PyObject *module, PyObject *unused);
+/* Test hook _warning_texts(attrs): {class name: that cause's line} composed
+ * from attrs (a dict of the numbers a warning carries, or None) with the
+ * remedy words in effect (the context's _remedy_words, else
+ * benchmark_callable's). */
+PyObject *shp_warning_texts(PyObject *module, PyObject *attrs);
 /* Private _warning_class(causes): the class of a warning with this tuple of
  * cause labels (the cause's own, or their cached combination).  New ref. */
 PyObject *shp_warning_class(PyObject *module, PyObject *labels);
+/* Test hook _warning_lines(causes, attrs): the cause lines of a warning with
+ * these causes (a tuple of labels) and numbers (a dict or None), as a list. */
+PyObject *shp_warning_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- gpumem.c ----------------------------------------------------------- */
 

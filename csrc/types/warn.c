@@ -22,118 +22,73 @@
 #include <frameobject.h>   /* PyFrame_GetBack (3.9+): Python.h includes it from 3.11 */
 #endif
 
+#include <limits.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct {
     const char *cls;     /* class name */
     const char *doc;
-    const char *text;    /* fixed; {warmup} {iters} {repeat} name the entry's parameters */
 } cause_def;
 
 static const cause_def causes[SHP_N_CAUSES] = {
     [SHP_CAUSE_NOISY] = {"NoisyWarning",
-        "The samples spread widely: the median is uncertain.",
-        "the samples spread widely for this median (stats.iqr_ms, stats.cv), so it is "
-        "uncertain and a verdict on it needs more runs. Remedy: more iterations (raise {iters}), "
-        "threads pinned (taskset, torch.set_num_threads) or a quieter machine; for an A/B "
-        "question, {compare}"},
+        "The samples spread widely: the median is uncertain."},
     [SHP_CAUSE_MULTIMODAL] = {"MultimodalWarning",
-        "The samples form two groups that one median does not describe.",
-        "the samples form two groups that one median does not describe (warning.mode_low_ms, "
-        ".mode_high_ms, .slow_share); common causes are page faults "
-        "(stats.minor_faults_per_iter), preemption (stats.invol_ctx_switches_per_iter), a "
-        "periodic collection or background job. Remedy: a longer warm-up (raise {warmup}), and "
-        "{repeat} to see whether it persists"},
+        "The samples form two groups that one median does not describe."},
     [SHP_CAUSE_DRIFTING] = {"DriftingWarning",
-        "The latency moved from the start to the end of the run.",
-        "the latency moved from the start to the end of the run (stats.drift): a warm-up "
-        "too short, a thermal or frequency change, a growing cache or heap. Remedy: a longer "
-        "warm-up (raise {warmup}), or {repeat}"},
+        "The latency moved from the start to the end of the run."},
     [SHP_CAUSE_BUSY] = {"BusyMachineWarning",
-        "Other processes used much of the CPUs when the run started.",
-        "other processes used much of the CPUs when the run started (warning.load_average, "
-        ".others_cpu_share; stats.machine_busy); figures and verdicts may not hold. Said "
-        "once per process while the machine stays busy. Remedy: stop the other jobs or "
-        "isolate CPUs (taskset), and compare with {compare}, which cancels what "
-        "the neighbours do"},
+        "Other processes used much of the CPUs when the run started."},
     [SHP_CAUSE_LAUNCH_BOUND] = {"LaunchBoundWarning",
-        "The host's launch path, not the device, set the time.",
-        "the call itself took most of the wall time and the GPU had little left when it "
-        "returned (stats.host_share), so the figure is the host's launch path (Python, "
-        "framework, driver), not the kernels. Remedy: batch more work per call or capture a "
-        "CUDA graph (a callable that synchronises inside reads the same way)"},
+        "The host's launch path, not the device, set the time."},
     [SHP_CAUSE_OVERHEAD] = {"OverheadWarning",
-        "The median is near the harness's own floor.",
-        "the median is under 100 times the harness's own floor (stats.overhead_ms), so the "
-        "figure is mostly measurement cost. Remedy: time a larger workload (a loop of calls) "
-        "and divide"},
+        "The median is near the harness's own floor."},
     [SHP_CAUSE_PAGE_FAULTS] = {"PageFaultWarning",
-        "Every call pays fresh pages from the kernel.",
-        "every call pays fresh zero-filled pages from the kernel "
-        "(stats.minor_faults_per_iter), usually because malloc returns the call's large "
-        "temporaries to the system (glibc's mmap threshold); the figure then depends on "
-        "what the process freed earlier more than on the code. Remedy: reuse buffers (out=), "
-        "or run both sides of a comparison with MALLOC_MMAP_THRESHOLD_=33554432 "
-        "MALLOC_TRIM_THRESHOLD_=134217728 (docs/methodology.md, Allocator state)"},
+        "Every call pays fresh pages from the kernel."},
     [SHP_CAUSE_WARMUP] = {"WarmupWarning",
-        "The first timed calls were still getting faster.",
-        "the first timed calls were still getting faster (warning.head_ms, .steady_ms); the "
-        "latency settled only after stats.settle_calls calls. Remedy: set {warmup} to at "
-        "least stats.settle_calls"},
+        "The first timed calls were still getting faster."},
     [SHP_CAUSE_COARSE_TIMER] = {"CoarseTimerWarning",
-        "The clock is coarse for this latency.",
-        "the clock's resolution (stats.env['timer_resolution_ns']) is coarse for this "
-        "median: each sample is quantised. Remedy: time a larger workload and divide"},
+        "The clock is coarse for this latency."},
     [SHP_CAUSE_GPU_CLOCK] = {"GPUClockWarning",
-        "The GPU's clock moved during the run.",
-        "the GPU's SM clock moved by more than 10% during the run (warning.clock_min_mhz, "
-        ".clock_max_mhz; stats.gpu_telemetry): times taken at different clocks do not "
-        "compare. Remedy: lock the clocks, or a longer warm-up (raise {warmup})"},
+        "The GPU's clock moved during the run."},
     [SHP_CAUSE_THROTTLED] = {"ThrottledWarning",
-        "The GPU was throttled during the run.",
-        "the GPU was throttled during the run (warning.reasons; stats.gpu_telemetry): its "
-        "clock was held down, so the times are slower than the device can be. Remedy: cool "
-        "the device or lower its load, and run again"},
+        "The GPU was throttled during the run."},
     [SHP_CAUSE_SHARED_GPU] = {"SharedGPUWarning",
-        "Other processes held the GPU.",
-        "other processes held this GPU (warning.other_processes, .other_processes_mb): they "
-        "share its compute, and vram_delta_mb (device-wide) counts their memory too. Remedy: "
-        "run alone on the device"},
+        "Other processes held the GPU."},
     [SHP_CAUSE_NO_SYNC] = {"NoDeviceSyncWarning",
-        "No device sync was applied for an accelerator label.",
-        "the device label names an accelerator this harness cannot synchronise (it syncs "
-        "CPU, CUDA[:n] or a CUDA provider, and MPS), so work still queued when the call "
-        "returns is not timed (warning.device). Remedy: sync_fn= (e.g. torch.xpu.synchronize), "
-        "or device='cuda' for an NVIDIA GPU"},
+        "No device sync was applied for an accelerator label."},
     [SHP_CAUSE_NO_VRAM] = {"VRAMNotTrackedWarning",
-        "Device memory could not be tracked.",
-        "device memory is not tracked, vram_delta_mb stays 0.0 (warning.reason says why). "
-        "Remedy: track_vram=False when that is expected"},
+        "Device memory could not be tracked."},
     [SHP_CAUSE_NO_GPU_TIME] = {"GPUTimeWarning",
-        "GPU time by CUDA events could not be measured.",
-        "GPU time is not measured, gpu_median_ms stays None (warning.reason says why)"},
+        "GPU time by CUDA events could not be measured."},
     [SHP_CAUSE_NO_COUNTERS] = {"CountersWarning",
-        "A counter asked for with counters= is not available here.",
-        "the counters asked for are not available here, so stats.instructions_per_call / "
-        ".cycles_per_call stay None (warning.reason says why; nothing is estimated in "
-        "their place). Remedy: a machine whose kernel exposes the CPU's counters (bare "
-        "metal, or a VM with a virtual PMU), or instruction counts under callgrind "
-        "(spatialhub-bench --instructions, pytest --benchmark-instructions)"},
+        "A counter asked for with counters= is not available here."},
 };
+
+/* Where every cause is explained at length (a heading of docs/statistics.md). */
+#define DOCS "statistics.md#the-causes"
+/* The most cause lines a warning shows; more are named on one last line. */
+#define MAX_LINES 4
+/* The labels the last line names, in characters at most (it stays ~100 long). */
+#define REST_CHARS 70
 
 /* The words of a remedy: what the user can change in the interface they
  * called (its parameters, the CLI's flags, the plugin's options).  Each caller
  * passes its own down as data (the context variable _native._remedy_words, a
- * tuple of four str, set by the package's remedy_words()); a call made
- * directly gets benchmark_callable's. */
+ * tuple of five str, set by the package's remedy_words()); a call made
+ * directly gets benchmark_callable's.  Each is a noun phrase: the knob that
+ * lengthens the warm-up, the one that takes more timed calls, how to repeat
+ * in fresh processes, an A/B comparison the neighbours do not move, and how
+ * to count instructions under callgrind. */
 typedef struct {
-    const char *warmup, *iters, *repeat, *compare;
+    const char *warmup, *iters, *repeat, *compare, *counted;
 } entry_names;
 
-#define N_WORDS 4
+#define N_WORDS 5
 static const entry_names for_callable = {
-    "num_warmup", "num_iters", "repetitions in fresh processes (benchmark_repeated)",
-    "compare_callables"};
+    "num_warmup", "num_iters", "benchmark_repeated", "compare_callables",
+    "spatialhub-bench --instructions"};
 
 /* ---- collecting ---------------------------------------------------------- */
 
@@ -355,24 +310,248 @@ words_in_effect(shp_state *st, entry_names *out, PyObject **hold)
     out->iters = w[1];
     out->repeat = w[2];
     out->compare = w[3];
+    out->counted = w[4];
     *hold = v;
 }
 
-/* text with {warmup} {iters} {repeat} {compare} replaced.  New str. */
-static PyObject *
-fill(const char *text, const entry_names *names)
+/* ---- the lines ---------------------------------------------------------------- */
+
+/* A number of the warning said coarsely, so that the texts stay few (the
+ * warnings registry keys on them) and read at a glance: a share or ratio as
+ * "40%" (to 10%, under 1), "2.5x" (to 0.5, under 10), "30x" (to 10, under
+ * 100), "over 100x"; "?" never: an unknown number leaves its words out. */
+static void
+coarse(double x, char *buf, size_t n)
 {
-    PyObject *s = PyUnicode_FromString(text);
-    const char *keys[N_WORDS] = {"{warmup}", "{iters}", "{repeat}", "{compare}"};
-    const char *vals[N_WORDS] = {names->warmup, names->iters, names->repeat, names->compare};
-    for (int i = 0; s != NULL && i < N_WORDS; i++) {
-        PyObject *k = PyUnicode_FromString(keys[i]), *v = PyUnicode_FromString(vals[i]);
-        PyObject *r = k && v ? PyUnicode_Replace(s, k, v, -1) : NULL;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        Py_SETREF(s, r);
+    if (!(x >= 0.0))
+        PyOS_snprintf(buf, n, "some");
+    else if (x < 0.95)
+        PyOS_snprintf(buf, n, "%d%%", x < 0.05 ? 5 : (int)(x * 10.0 + 0.5) * 10);
+    else if (x < 9.75)
+        PyOS_snprintf(buf, n, "%.1fx", floor(x * 2.0 + 0.5) / 2.0);
+    else if (x < 99.5)
+        PyOS_snprintf(buf, n, "%dx", (int)(x / 10.0 + 0.5) * 10);
+    else
+        PyOS_snprintf(buf, n, "over 100x");
+}
+
+/* A count to two significant digits ("7", "19", "140", "1,400"). */
+static void
+coarse_count(double x, char *buf, size_t n)
+{
+    if (!(x >= 0.0) || x > 1e15) {
+        PyOS_snprintf(buf, n, "many");
+        return;
     }
-    return s;
+    double scale = 1.0;
+    while (x / scale >= 100.0)
+        scale *= 10.0;
+    long long v = (long long)(floor(x / scale + 0.5) * scale);
+    char digits[32], out[48];
+    int len = PyOS_snprintf(digits, sizeof digits, "%lld", v), k = 0;
+    for (int i = 0; i < len && k < (int)sizeof out - 2; i++) {   /* 1234567 -> 1,234,567 */
+        if (i > 0 && (len - i) % 3 == 0)
+            out[k++] = ',';
+        out[k++] = digits[i];
+    }
+    out[k] = '\0';
+    PyOS_snprintf(buf, n, "%s", out);
+}
+
+/* attrs[key] as a double (NaN when absent or not a number).  The dict is
+ * ours, with str keys and float / int / None values: no user code runs. */
+static double
+number(PyObject *attrs, const char *key)
+{
+    PyObject *v = attrs != NULL ? PyDict_GetItemString(attrs, key) : NULL;   /* borrowed */
+    if (v == NULL || !(PyFloat_Check(v) || PyLong_Check(v)))
+        return NAN;
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();   /* an int beyond a double: no number to say */
+        return NAN;
+    }
+    return x;
+}
+
+/* torch's intra-op threads when torch is imported (0 otherwise): the
+ * evidence that a spread may come from threads competing.  Never fails. */
+static int
+torch_threads(void)
+{
+    PyObject *mods = PySys_GetObject("modules");   /* borrowed */
+    PyObject *torch = mods != NULL && PyDict_Check(mods)
+                          ? PyDict_GetItemString(mods, "torch") : NULL;   /* str key */
+    if (torch == NULL || torch == Py_None)
+        return 0;
+    Py_INCREF(torch);
+    PyObject *n = PyObject_CallMethod(torch, "get_num_threads", NULL);
+    Py_DECREF(torch);
+    long k = n != NULL && PyLong_Check(n) ? PyLong_AsLong(n) : 0;
+    Py_XDECREF(n);
+    if (shp_clear_unless_fatal() < 0)
+        PyErr_Clear();   /* a Ctrl-C here is answered at the next check */
+    return k > 0 && k < INT_MAX ? (int)k : 0;
+}
+
+/* The one line of cause c, without its label: what was seen, coarsely, and
+ * the remedy in the words in effect.  Into buf (always terminated). */
+static void
+cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *buf, size_t n)
+{
+    char x[32], y[32];
+    switch (c) {
+    case SHP_CAUSE_NOISY:
+        coarse(number(a, "iqr_share"), x, sizeof x);
+        if (threads > 1)
+            PyOS_snprintf(buf, n, "IQR %s of the median -- pin threads "
+                          "(torch.set_num_threads(1)) or raise %s", x, w->iters);
+        else
+            PyOS_snprintf(buf, n, "IQR %s of the median -- raise %s, pin threads, or a quieter "
+                          "machine", x, w->iters);
+        break;
+    case SHP_CAUSE_MULTIMODAL: {
+        double lo = number(a, "mode_low_ms"), hi = number(a, "mode_high_ms");
+        coarse(lo > 0 ? hi / lo : NAN, x, sizeof x);
+        coarse(number(a, "slow_share"), y, sizeof y);
+        if (threads > 1)
+            PyOS_snprintf(buf, n, "two modes %s apart, %s slow -- %d torch threads: "
+                          "torch.set_num_threads(1)", x, y, threads);
+        else
+            PyOS_snprintf(buf, n, "two modes %s apart, %s slow -- raise %s, then %s", x, y,
+                          w->warmup, w->repeat);
+        break;
+    }
+    case SHP_CAUSE_DRIFTING:
+        coarse(fabs(number(a, "drift")), x, sizeof x);
+        PyOS_snprintf(buf, n, "the latency moved %s over the run -- raise %s, or %s", x,
+                      w->warmup, w->repeat);
+        break;
+    case SHP_CAUSE_BUSY: {
+        double share = number(a, "others_cpu_share");
+        if (share >= 0.0) {
+            coarse(share, x, sizeof x);
+            PyOS_snprintf(buf, n, "others used %s of the CPUs -- stop them, or use %s", x,
+                          w->compare);
+        }
+        else
+            PyOS_snprintf(buf, n, "the load average is high -- stop other jobs, or use %s",
+                          w->compare);
+        break;
+    }
+    case SHP_CAUSE_LAUNCH_BOUND:
+        coarse(number(a, "host_share"), x, sizeof x);
+        PyOS_snprintf(buf, n, "the host's launch took %s of the time -- more work per call, "
+                      "or a CUDA graph", x);
+        break;
+    case SHP_CAUSE_OVERHEAD:
+        PyOS_snprintf(buf, n, "median under %.0fx the harness's floor -- time a larger "
+                      "workload and divide", SHP_OVERHEAD_FACTOR);
+        break;
+    case SHP_CAUSE_PAGE_FAULTS:
+        coarse_count(number(a, "faults_per_call"), x, sizeof x);
+        PyOS_snprintf(buf, n, "%s a call -- reuse buffers (out=), or raise "
+                      "MALLOC_MMAP_THRESHOLD_", x);
+        break;
+    case SHP_CAUSE_WARMUP: {
+        double head = number(a, "head_ms"), steady = number(a, "steady_ms");
+        coarse(steady > 0 ? head / steady : NAN, x, sizeof x);
+        coarse_count(number(a, "settle_calls"), y, sizeof y);
+        PyOS_snprintf(buf, n, "first calls %s the rest -- set %s to %s or more", x, w->warmup,
+                      y);
+        break;
+    }
+    case SHP_CAUSE_COARSE_TIMER:
+        PyOS_snprintf(buf, n, "the median is under %.0f clock ticks -- time a larger workload "
+                      "and divide", SHP_COARSE_TIMER_FACTOR);
+        break;
+    case SHP_CAUSE_GPU_CLOCK: {
+        double lo = number(a, "clock_min_mhz"), hi = number(a, "clock_max_mhz");
+        coarse(lo > 0 ? hi / lo - 1.0 : NAN, x, sizeof x);
+        PyOS_snprintf(buf, n, "the SM clock moved %s -- lock the clocks, or raise %s", x,
+                      w->warmup);
+        break;
+    }
+    case SHP_CAUSE_THROTTLED:
+        PyOS_snprintf(buf, n, "its clock was held down (warning.reasons) -- cool it or lower "
+                      "its load");
+        break;
+    case SHP_CAUSE_SHARED_GPU:
+        coarse_count(number(a, "other_processes"), x, sizeof x);
+        PyOS_snprintf(buf, n, "%s other processes held the GPU -- run alone on it", x);
+        break;
+    case SHP_CAUSE_NO_SYNC:
+        PyOS_snprintf(buf, n, "work queued on this device is not timed -- pass sync_fn=, or "
+                      "device='cuda'");
+        break;
+    case SHP_CAUSE_NO_VRAM:
+        PyOS_snprintf(buf, n, "vram_delta_mb stays 0.0 (warning.reason) -- track_vram=False "
+                      "if expected");
+        break;
+    case SHP_CAUSE_NO_GPU_TIME:
+        PyOS_snprintf(buf, n, "gpu_median_ms stays None (warning.reason says why)");
+        break;
+    case SHP_CAUSE_NO_COUNTERS:
+        PyOS_snprintf(buf, n, "none here (warning.reason) -- count with %s", w->counted);
+        break;
+    default:
+        buf[0] = '\0';
+    }
+}
+
+/* Append to `lines` one line per cause in `mask` ("  label: what -- remedy"),
+ * at most MAX_LINES of them (the rest named on the last), and put the causes'
+ * labels in *labels (a new list).  0 / -1. */
+static int
+compose(unsigned mask, PyObject *attrs, const entry_names *w, PyObject *lines,
+        PyObject **labels)
+{
+    int count = 0, shown = 0, threads = 0;
+    for (int c = 0; c < SHP_N_CAUSES; c++)
+        count += (mask >> c) & 1u;
+    if (mask & ((1u << SHP_CAUSE_NOISY) | (1u << SHP_CAUSE_MULTIMODAL)))
+        threads = torch_threads();
+    *labels = PyList_New(0);
+    if (*labels == NULL)
+        return -1;
+    char rest[200] = "";
+    for (int c = 0; c < SHP_N_CAUSES; c++) {
+        if (!(mask & (1u << c)))
+            continue;
+        const char *label = shp_cause_label((shp_cause)c);
+        PyObject *lab = PyUnicode_FromString(label);
+        if (lab == NULL || PyList_Append(*labels, lab) < 0) {
+            Py_XDECREF(lab);
+            return -1;
+        }
+        Py_DECREF(lab);
+        if (count > MAX_LINES && shown == MAX_LINES - 1) {   /* the last line names the rest */
+            size_t len = strlen(rest);   /* as many as fit a line; "..." for the others */
+            if (len + strlen(label) + 2 <= REST_CHARS)
+                PyOS_snprintf(rest + len, sizeof rest - len, "%s%s", len ? ", " : "", label);
+            else if (len > 0 && rest[len - 1] != '.')
+                PyOS_snprintf(rest + len, sizeof rest - len, ", ...");
+            continue;
+        }
+        char text[256];
+        cause_line((shp_cause)c, attrs, w, threads, text, sizeof text);
+        PyObject *line = PyUnicode_FromFormat("  %s: %s", label, text);
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_XDECREF(line);
+            return -1;
+        }
+        Py_DECREF(line);
+        shown++;
+    }
+    if (rest[0] != '\0') {
+        PyObject *line = PyUnicode_FromFormat("  and %d more: %s (stats.flags)",
+                                              count - shown, rest);
+        int bad = line == NULL || PyList_Append(lines, line) < 0;
+        Py_XDECREF(line);
+        if (bad)
+            return -1;
+    }
+    return 0;
 }
 
 /* ---- saying it ------------------------------------------------------------- */
@@ -399,28 +578,13 @@ shp_diag_emit(shp_state *st, shp_diag *d, PyObject *name, PyObject *stats)
     PyObject *hold_words = NULL;
     int level = user_frame(st);
     words_in_effect(st, &words, &hold_words);
-    const entry_names *names = &words;
-    PyObject *head = name != NULL ? PyUnicode_FromFormat("benchmark %R:", name)
-                                  : PyUnicode_FromString("benchmark:");
+    PyObject *head = name != NULL ? PyUnicode_FromFormat("benchmark %R (" DOCS "):", name)
+                                  : PyUnicode_FromString("benchmark (" DOCS "):");
     PyObject *lines = PyList_New(0), *cls = NULL, *w = NULL, *msg = NULL, *labels = NULL;
     int rc = -1;
     if (head == NULL || lines == NULL || PyList_Append(lines, head) < 0)
         goto done;
-    labels = PyList_New(0);
-    for (int c = 0; labels != NULL && c < SHP_N_CAUSES; c++) {
-        if (!(d->causes & (1u << c)))
-            continue;
-        PyObject *label = PyUnicode_FromString(shp_cause_label((shp_cause)c));
-        PyObject *body = label ? fill(causes[c].text, names) : NULL;
-        PyObject *line = body ? PyUnicode_FromFormat("  %U: %U.", label, body) : NULL;
-        int bad = line == NULL || PyList_Append(lines, line) < 0 || PyList_Append(labels, label) < 0;
-        Py_XDECREF(line);
-        Py_XDECREF(body);
-        Py_XDECREF(label);
-        if (bad)
-            goto done;
-    }
-    if (labels == NULL)
+    if (compose(d->causes, d->attrs, &words, lines, &labels) < 0)
         goto done;
     PyObject *nl = PyUnicode_FromString("\n");
     msg = nl ? PyUnicode_Join(nl, lines) : NULL;
@@ -471,19 +635,23 @@ done:
 }
 
 PyObject *
-shp_warning_texts(PyObject *module, PyObject *unused)
+shp_warning_texts(PyObject *module, PyObject *attrs)
 {
-    (void)unused;
     shp_state *st = PyModule_GetState(module);
+    if (attrs != Py_None && !PyDict_Check(attrs))
+        return shp_arg_type_error("_warning_texts()", "attrs", "a dict or None", attrs), NULL;
     entry_names names;
     PyObject *hold;
     words_in_effect(st, &names, &hold);
     PyObject *d = PyDict_New();
     for (int c = 0; d != NULL && c < SHP_N_CAUSES; c++) {
-        PyObject *text = fill(causes[c].text, &names);
-        if (text == NULL || shp_dict_set(d, causes[c].cls, text) < 0)
+        PyObject *lines = PyList_New(0), *labels = NULL;
+        if (lines == NULL || compose(1u << c, attrs == Py_None ? NULL : attrs, &names, lines,
+                                     &labels) < 0 ||
+            shp_dict_set(d, causes[c].cls, PyList_GET_ITEM(lines, 0)) < 0)
             Py_CLEAR(d);
-        Py_XDECREF(text);
+        Py_XDECREF(lines);
+        Py_XDECREF(labels);
     }
     Py_XDECREF(hold);
     return d;
@@ -512,36 +680,64 @@ shp_suppressed_warnings(PyObject *module, PyObject *unused)
  * (_launch.py) is an instance of the class an in-process run raises.  New
  * reference; TypeError for a non-tuple or a non-str label, ValueError for an
  * empty tuple or an unknown label. */
-PyObject *
-shp_warning_class(PyObject *module, PyObject *labels)
+/* The mask of a tuple of cause labels (`fn` names the caller in messages):
+ * 0, or -1 with TypeError / ValueError. */
+static int
+mask_of(PyObject *labels, const char *fn, unsigned *out)
 {
-    if (!PyTuple_Check(labels)) {
-        shp_arg_type_error("_warning_class()", "causes", "a tuple of cause labels", labels);
-        return NULL;
-    }
+    if (!PyTuple_Check(labels))
+        return shp_arg_type_error(fn, "causes", "a tuple of cause labels", labels);
     unsigned mask = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(labels); i++) {
         /* borrowed from the caller's tuple, which holds it for the call; the
          * comparisons run no Python code */
         PyObject *label = PyTuple_GET_ITEM(labels, i);
-        if (!PyUnicode_Check(label)) {
-            shp_arg_type_error("_warning_class()", "each cause", "a str", label);
-            return NULL;
-        }
+        if (!PyUnicode_Check(label))
+            return shp_arg_type_error(fn, "each cause", "a str", label);
         int c = 0;
         while (c < SHP_N_CAUSES &&
                PyUnicode_CompareWithASCIIString(label, shp_cause_label((shp_cause)c)) != 0)
             c++;
-        if (c == SHP_N_CAUSES) {
-            shp_arg_value_error("_warning_class()", "each cause", "a cause label "
-                                "(as in a BenchmarkWarning's .causes)", label);
-            return NULL;
-        }
+        if (c == SHP_N_CAUSES)
+            return shp_arg_value_error(fn, "each cause", "a cause label (as in a "
+                                       "BenchmarkWarning's .causes)", label);
         mask |= 1u << c;
     }
     if (mask == 0) {
-        PyErr_SetString(PyExc_ValueError, "_warning_class(): causes must name at least one cause");
-        return NULL;
+        PyErr_Format(PyExc_ValueError, "%s: causes must name at least one cause", fn);
+        return -1;
     }
+    *out = mask;
+    return 0;
+}
+
+PyObject *
+shp_warning_class(PyObject *module, PyObject *labels)
+{
+    unsigned mask;
+    if (mask_of(labels, "_warning_class()", &mask) < 0)
+        return NULL;
     return class_for(PyModule_GetState(module), mask);
+}
+
+PyObject *
+shp_warning_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "_warning_lines() takes 2 arguments (%zd given)",
+                            nargs), NULL;
+    unsigned mask;
+    if (mask_of(args[0], "_warning_lines()", &mask) < 0)
+        return NULL;
+    if (args[1] != Py_None && !PyDict_Check(args[1]))
+        return shp_arg_type_error("_warning_lines()", "attrs", "a dict or None", args[1]), NULL;
+    entry_names names;
+    PyObject *hold, *labels = NULL, *lines = PyList_New(0);
+    words_in_effect(PyModule_GetState(module), &names, &hold);
+    if (lines != NULL &&
+        compose(mask, args[1] == Py_None ? NULL : args[1], &names, lines, &labels) < 0)
+        Py_CLEAR(lines);
+    Py_XDECREF(labels);
+    Py_XDECREF(hold);
+    return lines;
 }

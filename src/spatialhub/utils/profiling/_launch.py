@@ -38,6 +38,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import _native, _words
+from ._gather import user_stacklevel
 from ._worker import _ALIGN, _LEN
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -454,15 +455,6 @@ def _category(path):
     return cat if isinstance(cat, type) and issubclass(cat, Warning) else None
 
 
-def _user_stacklevel():
-    """The stacklevel of the first frame outside this package, for warnings.warn."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) \
-            == _PACKAGE_DIR:
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _rebuilt(record, stats, suffix):
     """A child's warning as an instance of the class an in-process run gives it (for one
     of ours, the class of its causes: one cause's own, or their combination), with its
@@ -479,6 +471,9 @@ def _rebuilt(record, stats, suffix):
         cls = _category(path)
     if cls is None:
         return UserWarning(f"{path}: {text}{suffix}")
+    head, sep, rest = text.partition("\n")
+    if causes is not None and head.endswith(":"):   # ours: where, on the header line
+        text, suffix = f"{head[:-1]},{suffix.replace(' (', ' ', 1)[:-1]}:{sep}{rest}", ""
     try:
         w = cls(text + suffix)
     except Exception:   # noqa: BLE001 - an __init__ that wants other arguments
@@ -519,7 +514,7 @@ def relay_warnings(jobs: Iterable[Job], runs: int) -> None:
             entry = groups.setdefault(key, [record, stats, set()])
             entry[2].add((j, k))   # a process said it (however many times)
         job.warnings = []
-    level = _user_stacklevel()
+    level = user_stacklevel()
     for record, stats, said in groups.values():
         count = len(said)
         where = "a fresh process" if runs == 1 else f"{count} of {runs} fresh processes"

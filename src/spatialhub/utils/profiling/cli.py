@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import os
 import sys
 import warnings
@@ -762,35 +761,11 @@ def _partial(exc):
     return ([stats] if stats is not None else []), None
 
 
-def _number(x):
-    """A number as people read it: 1,770 rather than 1.77e+03, 0.00084 rather than 8.4e-04."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return str(x)
-    if isinstance(x, int):
-        return f"{x:,}"
-    if math.isnan(x):
-        return "unknown"
-    ax = abs(x)
-    if ax >= 100 or ax == 0:
-        return f"{x:,.0f}"
-    if ax >= 1:
-        return f"{x:.3g}"
-    return f"{x:.{2 - math.floor(math.log10(ax))}f}"
-
-
 def _warning_text(message):
-    """A BenchmarkWarning for the terminal: its text, then the numbers it carries."""
-    text = str(message)
-    numbers = []
-    for key, value in vars(message).items() if isinstance(message, Warning) else ():
-        if key in ("causes", "benchmark", "stats") or value is None:
-            continue
-        shown_value = (f"{value * 100:.0f}%" if key.endswith("_share") and
-                       isinstance(value, float) else _number(value))
-        numbers.append(f"{key} {shown_value}")
-    if numbers:
-        text += "\n  (" + ", ".join(numbers) + ")"
-    return text
+    """A BenchmarkWarning for the terminal: its text, one line per cause with its numbers
+    in coarse form (the exact values are the warning's and the result's attributes, and
+    in --json)."""
+    return str(message)
 
 
 def _json_default(obj):

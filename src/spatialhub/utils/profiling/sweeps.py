@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence, Tuple, TypeVar, Union
 
+from ._gather import gathered
 from ._native import (BenchmarkInterrupted, BenchmarkStats, benchmark_callable,
                       format_benchmark_table)
 
@@ -247,20 +248,22 @@ def _sweep_rows(values: Sequence[_V], param: str,
     carries the finished values only.
     """
     results: list[BenchmarkStats] = []
-    for value in values:
-        try:
-            stats = run_one(value)
-        except BenchmarkInterrupted as exc:
-            _label(exc.stats, param, value)
-            done = results + [exc.stats]
-            exc.partial = SweepResult(done, param=param, values=values[:len(done)])
-            raise
-        except KeyboardInterrupt as exc:
-            exc.partial = SweepResult(  # type: ignore[attr-defined]
-                list(results), param=param, values=values[:len(results)])
-            raise
-        _label(stats, param, value)
-        results.append(stats)
+    with gathered(param) as runs:   # one block of warnings
+        for value in values:
+            try:
+                stats = run_one(value)
+            except BenchmarkInterrupted as exc:
+                _label(exc.stats, param, value)
+                done = results + [exc.stats]
+                exc.partial = SweepResult(done, param=param, values=values[:len(done)])
+                raise
+            except KeyboardInterrupt as exc:
+                exc.partial = SweepResult(  # type: ignore[attr-defined]
+                    list(results), param=param, values=values[:len(results)])
+                raise
+            _label(stats, param, value)
+            results.append(stats)
+            runs.append((value, stats))
     return SweepResult(results, param=param, values=values)
 
 
