@@ -404,13 +404,14 @@ stats_dict(shp_Stats *self, int rounded, int with_samples)
     return d;
 }
 
-/* to_dict(*, samples=False) / to_json(*, samples=False, indent=None). */
+/* to_dict(*, samples=False, exact=False) / to_json(*, samples=False, indent=None). */
 static int
 parse_samples_flag(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                   const char *fname, int *samples, PyObject **indent)
+                   const char *fname, int *samples, PyObject **indent, int *exact)
 {
-    static const char *const names[] = {"samples", "indent"};
-    shp_argspec spec = {fname, names, indent != NULL ? 2 : 1, 0, 0, 0};
+    static const char *const dict_names[] = {"samples", "exact"};
+    static const char *const json_names[] = {"samples", "indent"};
+    shp_argspec spec = {fname, indent != NULL ? json_names : dict_names, 2, 0, 0, 0};
     PyObject *v[2];
     *samples = 0;
     if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
@@ -419,16 +420,18 @@ parse_samples_flag(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         return -1;
     if (indent != NULL && v[1] != NULL)
         *indent = v[1];
+    if (exact != NULL && v[1] != NULL && shp_arg_flag(v[1], exact) < 0)
+        return -1;
     return 0;
 }
 
 static PyObject *
 Stats_to_dict(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int samples;
-    if (parse_samples_flag(args, nargs, kwnames, "to_dict", &samples, NULL) < 0)
+    int samples, exact = 0;
+    if (parse_samples_flag(args, nargs, kwnames, "to_dict", &samples, NULL, &exact) < 0)
         return NULL;
-    return stats_dict((shp_Stats *)self, 1, samples);
+    return stats_dict((shp_Stats *)self, !exact, samples);
 }
 
 static PyObject *
@@ -436,9 +439,9 @@ Stats_to_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
 {
     int samples;
     PyObject *indent = Py_None, *json = NULL, *d = NULL, *res = NULL;
-    if (parse_samples_flag(args, nargs, kwnames, "to_json", &samples, &indent) < 0)
+    if (parse_samples_flag(args, nargs, kwnames, "to_json", &samples, &indent, NULL) < 0)
         return NULL;
-    d = stats_dict((shp_Stats *)self, 1, samples);
+    d = stats_dict((shp_Stats *)self, 0, samples);   /* saved: full precision */
     if (d == NULL)
         goto done;
     json = PyImport_ImportModule("json");

@@ -129,10 +129,16 @@ Cmp_repr(PyObject *self)
 }
 
 static PyObject *
-Cmp_to_dict(PyObject *self, PyObject *unused)
+Cmp_to_dict(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    (void)unused;
-    return shp_fields_dict(self, comparison_fields, 1);
+    static const char *const names[] = {"exact"};
+    static const shp_argspec spec = {"to_dict", names, 1, 0, 0, 0};
+    PyObject *v[1];
+    int exact = 0;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        (v[0] != NULL && shp_arg_flag(v[0], &exact) < 0))
+        return NULL;
+    return shp_fields_dict(self, comparison_fields, !exact);
 }
 
 /* The keyword-only fields, unrounded, as a dict (pickle state). */
@@ -267,11 +273,12 @@ Cmp_html(PyObject *op, PyObject *unused)
 }
 
 static PyMethodDef comparison_methods[] = {
-    {"to_dict", Cmp_to_dict, METH_NOARGS,
-     "to_dict($self, /)\n"
+    {"to_dict", (PyCFunction)(void (*)(void))Cmp_to_dict, METH_FASTCALL | METH_KEYWORDS,
+     "to_dict($self, /, *, exact=False)\n"
      "--\n"
      "\n"
-     "The fields as a dict, ratios rounded to 4 decimals."},
+     "The fields as a dict, ratios rounded to 4 decimals (exact=True: unrounded, what a\n"
+     "saved verdict needs)."},
     {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
     {"__setstate__", Cmp_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},

@@ -543,7 +543,7 @@ def _compare(a):
     if a.fail_if_slower is not None:
         limit = 1 + a.fail_if_slower / 100
         a.gate_failed = [c for c in comparisons if c.verdict == "slower" and c.ratio > limit]
-    return base + cand, "\n\n".join(parts), [c.to_dict() for c in comparisons]
+    return base + cand, "\n\n".join(parts), [c.to_dict(exact=True) for c in comparisons]
 
 
 def _compare_counts(a, base, cand):
@@ -704,7 +704,7 @@ def _main(a):
                      ("the last row holds only the iterations completed before it.**"
                       if in_loop else "the rows shown are complete; the values after them were not run.**")
                      + "\n\n" + table)
-        payload = [s.to_dict(samples=True) for s in stats_list]
+        payload = [s.to_dict(samples=True, exact=True) for s in stats_list]   # saved: exact
         uncounted = [s.name for s in stats_list
                      if a.instructions and s.instructions_per_call is None]
         if uncounted and interrupted is None:

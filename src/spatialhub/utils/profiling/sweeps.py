@@ -131,15 +131,17 @@ class SweepResult(list[BenchmarkStats]):
                 out.append((v, label))
         return out
 
-    def to_dicts(self, samples: bool = False) -> list[dict[str, Any]]:
-        """``[s.to_dict(samples=samples) for s in self]``.
+    def to_dicts(self, samples: bool = False, exact: bool = False) -> list[dict[str, Any]]:
+        """``[s.to_dict(samples=samples, exact=exact) for s in self]``.
 
         Parameters
         ----------
         samples : bool, default False
             Include each row's samples.
+        exact : bool, default False
+            Unrounded values (what a saved file needs), not the display's rounding.
         """
-        return [s.to_dict(samples=samples) for s in self]
+        return [s.to_dict(samples=samples, exact=exact) for s in self]
 
     def __repr__(self) -> str:
         return f"SweepResult(param={self.param!r}, values={self.values!r}, stats={list.__repr__(self)})"
