@@ -50,7 +50,17 @@ PyObject *
 shp_column_cell(shp_Stats *s, shp_column_id id)
 {
     switch (id) {
-    case SHP_COL_RERUN: return range_cell(s->rerun_low_ms, s->rerun_high_ms);
+    case SHP_COL_RERUN:   /* none, for a reason: say which (two modes, drifting) */
+        if ((isnan(s->rerun_low_ms) || isnan(s->rerun_high_ms)) && s->rerun_basis != NULL &&
+            PyUnicode_Check(s->rerun_basis) && PyUnicode_FindChar(s->rerun_basis, ':', 0,
+                                                                 PY_SSIZE_T_MAX, 1) > 0) {
+            Py_ssize_t colon = PyUnicode_FindChar(s->rerun_basis, ':', 0, PY_SSIZE_T_MAX, 1);
+            PyObject *why = PyUnicode_Substring(s->rerun_basis, 0, colon);
+            PyObject *r = why ? PyUnicode_FromFormat("none (%U)", why) : NULL;
+            Py_XDECREF(why);
+            return r;
+        }
+        return range_cell(s->rerun_low_ms, s->rerun_high_ms);
     case SHP_COL_FIRST_CALL: return opt_ms(s->first_call_ms);
     case SHP_COL_P99: return opt_ms(s->p99_ms);
     case SHP_COL_CI95: return range_cell(s->ci95_low_ms, s->ci95_high_ms);

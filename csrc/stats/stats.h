@@ -162,6 +162,10 @@ typedef struct {
 int shp_rerun_interval(const double *x, Py_ssize_t n, const Py_ssize_t *sizes, Py_ssize_t nruns,
                        double known_spread, double floor_spread, double floor_df,
                        double ci_lo, double ci_hi, shp_rerun *out);
+/* rerun_basis of a single run whose samples are multimodal or drifting: no
+ * interval (one run cannot say where another lands), the reason instead. */
+#define SHP_RERUN_NONE_MODES "two modes: a rerun may land in either"
+#define SHP_RERUN_NONE_DRIFT "drifting: a rerun may land anywhere along the drift"
 /* The basis as the word results carry ("runs", "given", "calibrated",
  * "assumed", "slow variation"); NULL for SHP_RERUN_NONE. */
 const char *shp_rerun_basis_name(shp_rerun_basis b);

@@ -110,7 +110,8 @@ static const shp_field stats_fields[] = {
        "Where the rerun interval's between-run spread came from: 'runs' (measured by "
        "repetitions), 'given' (run_spread=), 'calibrated' (this machine's calibration), "
        "'assumed' (15%), 'assumed busy' (25%: the run started on a busy machine), 'slow "
-       "variation' (the run's own, above those)."),
+       "variation' (the run's own, above those); for one run of two modes or a drift, no "
+       "interval and the reason ('two modes: a rerun may land in either')."),
     KW("instructions_per_call", SHP_F_OPT_DOUBLE, instructions_per_call, SHP_R_FPS, 0,
        SHP_SHOW_IF_SET, "Instructions per timed call, warm-up excluded, the harness's own "
        "work not included (counter_source says how they were counted); None: not counted."),
@@ -685,6 +686,15 @@ shp_stats_diagnose_stability(const shp_Stats *s, shp_diag *d)
     return 0;
 }
 
+/* The run's stability label says "drifting" (a str a user may set: compared,
+ * never read as C). */
+static int
+is_drifting(const shp_Stats *s)
+{
+    return s->stab.drifting || (s->stability != NULL && PyUnicode_Check(s->stability) &&
+                                PyUnicode_CompareWithASCIIString(s->stability, "drifting") == 0);
+}
+
 int
 shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread)
 {
@@ -711,6 +721,17 @@ shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread)
         return -1;
     const char *basis = rr.basis == SHP_RERUN_ASSUMED && busy ? "assumed busy"
                                                                : shp_rerun_basis_name(rr.basis);
+    /* One run whose samples do not describe one level: where a rerun lands is not
+     * known from it -- no interval, the reason instead (repetitions measure one) */
+    int modes = s->multimodal == 1, drifting = is_drifting(s);
+    if (nruns <= 1 && basis != NULL && (modes || drifting)) {
+        basis = modes ? SHP_RERUN_NONE_MODES : SHP_RERUN_NONE_DRIFT;
+        rr.lo = rr.hi = NAN;
+    }
+    else if (basis != NULL) {   /* never below half the fastest sample, above twice the slowest */
+        rr.lo = fmax(rr.lo, 0.5 * s->min_ms);
+        rr.hi = fmin(rr.hi, 2.0 * s->max_ms);
+    }
     PyObject *word = basis ? PyUnicode_FromString(basis) : NULL;
     if (basis != NULL && word == NULL)
         return -1;
