@@ -87,10 +87,14 @@ def test_baseline_and_param_columns(make_stats):
     base = make_stats(name="fp32", median_ms=2.0, samples_ms=[2.0, 2.01, 1.99] * 20)
     fast = make_stats(name="int8", median_ms=1.0, samples_ms=[1.0, 1.01, 0.99] * 20,
                       params={"bits": 8})
-    t = format_benchmark_table([base, fast], baseline=base, param="bits").split("\n")
+    t = format_benchmark_table([base, fast], baseline=base, param="bits",
+                               run_spread=0.15).split("\n")
     assert t[0].startswith("| Model / Target | bits | Device |") and t[0].endswith("| vs Baseline |")
     assert t[2].endswith("| baseline |")
     assert "| **int8** | 8 | `CPU` |" in t[3] and t[3].endswith("| 0.50x faster |")
+    # two single runs with no spread measured or given: the ratio, no verdict (issue 32)
+    bare = format_benchmark_table([base, fast], baseline=base).split("\n")
+    assert bare[3].endswith("| 0.50x inconclusive |")
     with pytest.raises(TypeError):
         format_benchmark_table([base], baseline="fp32")
 
@@ -117,9 +121,10 @@ def test_baseline_column_without_samples_uses_the_medians_cis(make_stats):
     base = make_stats(name="a", median_ms=2.0, ci95_low_ms=1.9, ci95_high_ms=2.1)
     fast = make_stats(name="b", median_ms=1.0, ci95_low_ms=0.95, ci95_high_ms=1.05)
     near = make_stats(name="c", median_ms=2.05, ci95_low_ms=1.95, ci95_high_ms=2.15)
-    t = format_benchmark_table([base, fast, near], baseline=base).split("\n")
+    t = format_benchmark_table([base, fast, near], baseline=base, run_spread=0.15).split("\n")
     # near: [1.95/2.1, 2.15/1.9] = [0.93, 1.13] is wider than the 5% margin: undecided
     assert t[3].endswith("| 0.50x faster |") and t[4].endswith("| 1.02x inconclusive |")
+    assert format_benchmark_table([base, fast], baseline=base).endswith("| 0.50x inconclusive |")
     # tight CIs are not "same" either: two runs move by the assumed run-to-run spread
     # (15%, as compare_benchmarks allows for single runs), which the CIs cannot see
     tight = make_stats(name="e", median_ms=2.02, ci95_low_ms=2.0, ci95_high_ms=2.04)

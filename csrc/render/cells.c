@@ -150,7 +150,8 @@ shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin)
                    sqrt(2.0);
         lo = fmin(lo, ratio * exp(-q));
         hi = fmax(hi, ratio * exp(q));
-        verdict = shp_judge(ratio, lo, hi, margin);
+        /* an assumed spread may explain, never decide (verdict.c) */
+        verdict = known >= 0.0 ? shp_judge(ratio, lo, hi, margin) : "inconclusive";
     }
     else if (have_samples) {
         /* the rule of compare_benchmarks (verdict.c), 300,000 samples a side in
@@ -174,7 +175,8 @@ shp_cell_baseline(shp_Stats *s, shp_Stats *base, double known, double margin)
         shp_samples_release(&xs);
         if (rc < 0)
             return NULL;
-        verdict = shp_judge(ratio, iv.lo, iv.hi, margin);
+        verdict = shp_interval_decides(&iv, known) ? shp_judge(ratio, iv.lo, iv.hi, margin)
+                                                   : "inconclusive";
     }
     if (verdict != NULL) {
         char tail[16];

@@ -198,6 +198,10 @@ int shp_widen_interval(const double *a, Py_ssize_t na, const Py_ssize_t *sa, Py_
 int shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
                       const Py_ssize_t *sizes_b, Py_ssize_t rounds, double *ratio, double *lo,
                       double *hi);
+/* 1 when the between-run spread behind iv was measured (a side with
+ * repetitions) or given (known_spread >= 0); 0 when it was only assumed (two
+ * single runs): an assumed spread may explain a verdict, never decide it. */
+int shp_interval_decides(const shp_interval *iv, double known_spread);
 /* "slower" (lo > 1 and ratio > 1 + margin), "faster" (hi < 1 and ratio <
  * 1 / (1 + margin)), "same" (interval inside the margin) or "inconclusive"
  * (anything else, a NaN included).  A static string; never fails. */

@@ -426,6 +426,12 @@ shp_paired_rounds(const double *a, const double *b, const Py_ssize_t *sizes_a,
     return 0;
 }
 
+int
+shp_interval_decides(const shp_interval *iv, double known_spread)
+{
+    return known_spread >= 0.0 || iv->a.runs > 1 || iv->b.runs > 1;
+}
+
 const char *
 shp_judge(double ratio, double lo, double hi, double margin)
 {

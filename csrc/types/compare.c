@@ -370,7 +370,8 @@ typedef struct {
     Py_ssize_t runs_a, runs_b;
     const char *method;
     char basis[200];
-    const char *advice;
+    char advice[160];
+    int decides;         /* the between-run spread was measured or given (verdict.c) */
 } judged;
 
 /* Interleaved rounds (paired=True): round i of a against round i of b. */
@@ -391,7 +392,8 @@ judge_paired(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
     PyOS_snprintf(j->basis, sizeof(j->basis),
                   "%zd interleaved rounds, distribution-free interval of the median round ratio%s",
                   ra, ra < 6 ? "; under 6 rounds its coverage is below 95%" : "");
-    j->advice = "; more rounds= narrow it";
+    PyOS_snprintf(j->advice, sizeof j->advice, "; more rounds narrow it");
+    j->decides = 1;
     return 0;
 }
 
@@ -399,7 +401,7 @@ judge_paired(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
 static int
 judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_t *sa,
              Py_ssize_t ra, const Py_ssize_t *sb, Py_ssize_t rb, double known, double blo,
-             double bhi, judged *j)
+             double bhi, const char *repeat, const char *compare, judged *j)
 {
     shp_interval iv;
     if (shp_widen_interval(a->x, a->n, sa, ra, b->x, b->n, sb, rb, known, j->ratio, blo, bhi,
@@ -407,6 +409,7 @@ judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
         return -1;
     j->runs_a = ra;
     j->runs_b = rb;
+    j->decides = shp_interval_decides(&iv, known);
     j->method = ra > 1 || rb > 1 ? "runs" : "samples";
     j->lo = iv.lo;
     j->hi = iv.hi;
@@ -425,7 +428,7 @@ judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
         PyOS_snprintf(j->basis, sizeof(j->basis),
                       "bootstrap of the medians only: a median <= 0 has no log scale to widen "
                       "the interval on");
-        j->advice = "";
+        j->advice[0] = '\0';
     }
     else if (mixed) {
         int as = ra > 1 ? iv.b.assumed : iv.a.assumed;
@@ -434,7 +437,7 @@ judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
                       "side, ±%.1f%% %s for the single run", ra, rb, 100.0 * spread,
                       100.0 * single, known >= 0.0 ? "given" : as ? "assumed" : "(its slow "
                       "variation)");
-        j->advice = "; repeat both sides, or use compare_callables(a, b)";
+        PyOS_snprintf(j->advice, sizeof j->advice, "; repeat both sides (%s)", repeat);
     }
     else if (ra > 1 || rb > 1) {
         if (floored)
@@ -444,26 +447,26 @@ judge_levels(const shp_samples_ref *a, const shp_samples_ref *b, const Py_ssize_
         else
             PyOS_snprintf(j->basis, sizeof(j->basis),
                           "%zd and %zd runs, between-run spread ±%.1f%%", ra, rb, 100.0 * spread);
-        j->advice = "; more runs (repeat=) or compare_callables(a, b) narrow it";
+        PyOS_snprintf(j->advice, sizeof j->advice, "; more runs (%s) narrow it, or %s",
+                      repeat, compare);
     }
     else if (known >= 0.0) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
                       "single runs with the given between-run spread ±%.1f%%", 100.0 * known);
-        j->advice = "; compare_callables(a, b) narrows it";
+        PyOS_snprintf(j->advice, sizeof j->advice, "; %s narrows it", compare);
     }
     else if (iv.a.assumed && iv.b.assumed) {
         PyOS_snprintf(j->basis, sizeof(j->basis),
-                      "single runs: a run-to-run spread of ±%.0f%% is assumed, as separate runs "
-                      "of identical code showed; run_spread= (--run-spread) sets a measured one",
-                      100.0 * SHP_ASSUMED_RUN_SPREAD);
-        j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
+                      "single runs: a run-to-run spread of ±%.0f%% assumed, as separate runs "
+                      "of identical code showed", 100.0 * SHP_ASSUMED_RUN_SPREAD);
+        PyOS_snprintf(j->advice, sizeof j->advice, "; %s measures it, or %s", repeat, compare);
     }
     else {
         PyOS_snprintf(j->basis, sizeof(j->basis),
                       "single runs: their slow variation ±%.1f%% (above the ±%.0f%% assumed) "
                       "stands in for the unmeasured run-to-run spread", 100.0 * single,
                       100.0 * SHP_ASSUMED_RUN_SPREAD);
-        j->advice = "; measure it with repeat= / --processes, or use compare_callables(a, b)";
+        PyOS_snprintf(j->advice, sizeof j->advice, "; %s measures it, or %s", repeat, compare);
     }
     return 0;
 }
@@ -569,12 +572,43 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (shp_compare_samples(xa.x, xa.n, xb.x, xb.n, (uint64_t)seed, resamples, &j.ma, &j.mb,
                             &j.ratio, &blo, &bhi) < 0)
         goto error;
-    if (paired ? judge_paired(&xa, &xb, sa, ra, sb, rb, &j) < 0
-               : judge_levels(&xa, &xb, sa, ra, sb, rb, known, blo, bhi, &j) < 0)
-        goto error;
-    const char *verdict = shp_judge(j.ratio, j.lo, j.hi, margin);
+    PyObject *hold = NULL, *hold2 = NULL;
+    const char *repeat = shp_remedy_word(st, SHP_WORD_REPEAT, &hold);
+    const char *compare = shp_remedy_word(st, SHP_WORD_COMPARE, &hold2);
+    int rc = paired ? judge_paired(&xa, &xb, sa, ra, sb, rb, &j)
+                    : judge_levels(&xa, &xb, sa, ra, sb, rb, known, blo, bhi, repeat, compare, &j);
+    const char *verdict = rc == 0 ? shp_judge(j.ratio, j.lo, j.hi, margin) : NULL;
     char reason[768];
-    if (paired && ra < 6) {
+    int same_samples = xa.n == xb.n && ra == rb &&
+                       memcmp(xa.x, xb.x, (size_t)xa.n * sizeof(double)) == 0 &&
+                       (sa == NULL || memcmp(sa, sb, (size_t)ra * sizeof(Py_ssize_t)) == 0);
+    if (rc < 0) {
+        Py_XDECREF(hold);
+        Py_XDECREF(hold2);
+        goto error;
+    }
+    if (same_samples) {
+        /* the same measurement on both sides (a file compared with itself): no
+         * spread between runs enters, there was one */
+        verdict = "same";
+        j.lo = j.hi = j.ratio = 1.0;
+        PyOS_snprintf(reason, sizeof(reason), "the same samples on both sides: one measurement "
+                      "compared with itself");
+    }
+    else if (!paired && !j.decides) {
+        /* two single runs: the spread between runs was only assumed, and an
+         * assumption may explain, never decide */
+        int beyond = j.lo > 1.0 || j.hi < 1.0;
+        verdict = "inconclusive";
+        PyOS_snprintf(reason, sizeof(reason),
+                      "no between-run spread measured, so no verdict: the ratio is %.3f, the "
+                      "runs' own interval [%.3f, %.3f]; allowing for what separate runs move "
+                      "(%s) it is [%.3f, %.3f], %s; %s measures the spread",
+                      j.ratio, blo, bhi, j.basis, j.lo, j.hi,
+                      beyond ? "which excludes 1" : "which includes 1",
+                      repeat);
+    }
+    else if (paired && ra < 6) {
         /* the interval of the per-round ratios is [min, max] below 6 rounds: no
          * verdict, whatever the ratio, and the remedy is rounds, not the margin */
         verdict = "inconclusive";
@@ -587,6 +621,8 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         shp_judge_reason(verdict, j.ratio, j.lo, j.hi, margin, j.basis, j.advice, reason,
                          sizeof(reason));
     }
+    Py_XDECREF(hold);
+    Py_XDECREF(hold2);
     busy_caveat(a, b, j.method, reason, sizeof(reason));
     c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
     if (c == NULL)

@@ -70,6 +70,13 @@ int shp_warn_init(PyObject *m, shp_state *st);
 PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
 /* suppressed_warnings(): {label: count} of the repeats not said. */
 PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
+/* The remedy words of the interface in use (warn.c): what its user changes. */
+typedef enum {
+    SHP_WORD_WARMUP, SHP_WORD_ITERS, SHP_WORD_REPEAT, SHP_WORD_COMPARE, SHP_WORD_COUNTED
+} shp_word;
+/* The word `which` in effect, valid while *hold lives (Py_XDECREF it after;
+ * it may be NULL).  Never fails. */
+const char *shp_remedy_word(shp_state *st, shp_word which, PyObject **hold);
 /* Test hook _warning_texts(attrs): {class name: that cause's line} composed
  * from attrs (a dict of the numbers a warning carries, or None) with the
  * remedy words in effect (the context's _remedy_words, else

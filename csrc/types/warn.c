@@ -314,6 +314,20 @@ words_in_effect(shp_state *st, entry_names *out, PyObject **hold)
     *hold = v;
 }
 
+const char *
+shp_remedy_word(shp_state *st, shp_word which, PyObject **hold)
+{
+    entry_names w;
+    words_in_effect(st, &w, hold);
+    switch (which) {
+    case SHP_WORD_WARMUP: return w.warmup;
+    case SHP_WORD_ITERS: return w.iters;
+    case SHP_WORD_REPEAT: return w.repeat;
+    case SHP_WORD_COMPARE: return w.compare;
+    default: return w.counted;
+    }
+}
+
 /* ---- the lines ---------------------------------------------------------------- */
 
 /* A number of the warning said coarsely, so that the texts stay few (the
