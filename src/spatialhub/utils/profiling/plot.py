@@ -82,9 +82,10 @@ def _use_log(log: object, rows: Sequence[BenchmarkStats],
     positive = all(float(x.min()) > 0 for x in samples)
     if log:
         if not positive:
-            bad = next(s for s, x in zip(rows, samples) if float(x.min()) <= 0)
+            name, low = next((s.name, float(x.min())) for s, x in zip(rows, samples)
+                             if float(x.min()) <= 0)
             raise ValueError(f"plot_latency: log=True needs latencies above 0 ms, but "
-                             f"{bad.name!r} has a sample of {float(np.min(bad.samples_ms)):g} ms")
+                             f"{name!r} has a sample of {low:g} ms")
         return True
     if log is False or not positive:
         return False
