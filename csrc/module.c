@@ -343,6 +343,10 @@ static PyMethodDef shp_methods[] = {
     {"_pool", FASTKW(shp_pool_py),
      "_pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats\n\nOne result "
      "over the samples of several runs (runs=True) or segments of one run."},
+    {"_note_near_option", FASTKW(shp_note_near_option_py),
+     "_note_near_option(exc, keywords, options) -> bool\n\nThe near-option note on a "
+     "TypeError rejecting a keyword meant for the harness (options: name -> option to "
+     "suggest); True when it was added."},
     {"_warning_texts", shp_warning_texts, METH_O,
      "_warning_texts(attrs) -> dict\n\nTest hook: every cause's line, composed from attrs "
      "(a dict of the numbers a warning carries, or None) with the remedy words in effect."},

@@ -72,13 +72,30 @@ def tables(text):
     return out
 
 
+def _unfenced(text):
+    """`text` with the lines inside ``` fences blanked (same length): a `# ...` line in a
+    code block -- a shell comment, a program's output (docs/run_snippets.py writes them)
+    -- is not a heading."""
+    out, fence = [], None
+    for line in text.split("\n"):
+        m = re.match(r"^(`{3,})", line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and line.rstrip() == fence:
+            fence = None
+        elif fence is not None:
+            line = " " * len(line)
+        out.append(line)
+    return "\n".join(out)
+
+
 def section(text, heading):
     """The text under `heading` (a full heading line) up to the next heading of its level
-    or above."""
+    or above (outside code blocks)."""
     level = len(heading) - len(heading.lstrip("#"))
-    start = text.index(heading + "\n")
+    start = _unfenced(text).index(heading + "\n")
     rest = text[start + len(heading) + 1:]
-    m = re.search(r"^#{1,%d} " % level, rest, flags=re.M)
+    m = re.search(r"^#{1,%d} " % level, _unfenced(rest), flags=re.M)
     return rest[:m.start()] if m else rest
 
 

@@ -356,6 +356,8 @@ def test_every_warm_up_default_is_the_cores_one():
             continue
         for p in ("num_warmup", "warmup"):
             if p in params and params[p].default is not inspect.Parameter.empty:
+                if p == "num_warmup" and params[p].default is None and "warmup" in params:
+                    continue   # None: warmup='s value, its alias (issue 33), checked as warmup
                 seen.append(name)
                 assert params[p].default == _native.DEFAULT_NUM_WARMUP, (name, p)
     assert {"benchmark_callable", "compare_callables", "profile_model"} <= set(seen), seen

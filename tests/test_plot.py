@@ -93,6 +93,55 @@ def test_plot_latency_rejects_bad_kind_and_missing_samples():
         plot_latency([])
 
 
+# ---- the latency axis: log when the results span more than 10x (issue 33, item 6) ----
+
+# a 1.5 ms pipeline beside a 548 ms model: on a linear axis the fast one is a flat line
+FAST = stats_from(np.linspace(1.4, 1.6, 50), name="preprocess")       # median 1.5 ms
+SLOW = stats_from(np.linspace(540.0, 556.0, 50), name="model")        # median 548 ms
+
+
+@pytest.mark.parametrize("kind", ["hist", "ecdf", "box"])
+def test_results_spanning_more_than_10x_get_a_log_axis(kind, tmp_path):
+    fig = plot_latency([FAST, SLOW], kind=kind, path=tmp_path / f"{kind}.png")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel().startswith("latency (ms, log scale)")
+    png_size(tmp_path / f"{kind}.png")
+    # asked for linear, it stays linear
+    assert plot_latency([FAST, SLOW], kind=kind, log=False).axes[0].get_xscale() == "linear"
+
+
+def test_results_within_10x_keep_a_linear_axis_unless_asked():
+    near = stats_from(np.linspace(13.0, 17.0, 50), name="tenfold")    # median 15.0: exactly 10x
+    assert plot_latency([FAST, near], kind="ecdf").axes[0].get_xscale() == "linear"
+    assert plot_latency([ONE_TO_100]).axes[0].get_xscale() == "linear"   # one result
+    fig = plot_latency([FAST, near], kind="ecdf", log=True)
+    assert fig.axes[0].get_xscale() == "log"
+    assert fig.axes[0].get_xlabel() == "latency (ms, log scale)"
+
+
+def test_log_histogram_bins_are_even_on_the_page():
+    fig = plot_latency([FAST, SLOW], kind="hist")
+    ax = fig.axes[0]
+    assert sum(p.get_height() for p in ax.patches) == 100      # every sample counted once
+    lefts = sorted({round(p.get_x(), 9) for p in ax.patches})
+    ratios = np.diff(np.log10(lefts))
+    assert ratios.max() == pytest.approx(ratios.min(), rel=1e-6)   # equal widths in log space
+    assert lefts[0] == pytest.approx(1.4) and max(p.get_x() + p.get_width()
+                                                  for p in ax.patches) == pytest.approx(556.0)
+
+
+def test_log_axis_bad_input_is_named():
+    with pytest.raises(TypeError, match=r"log must be True, False or None \(automatic\), not str"):
+        plot_latency([FAST, SLOW], log="yes")
+    zero = stats_from([0.0, 1.0, 2.0], name="coarse")
+    with pytest.raises(ValueError, match=r"log=True needs latencies above 0 ms, but 'coarse' "
+                                         r"has a sample of 0 ms"):
+        plot_latency([zero, SLOW], log=True)
+    # automatic: a sample of 0 ms cannot go on a log axis, so the axis stays linear
+    assert plot_latency([zero, SLOW]).axes[0].get_xscale() == "linear"
+
+
 def test_sweep_plot_shows_median_p95_and_throughput_per_value(tmp_path):
     rows = [stats_from(np.full(10, ms) + np.arange(10) * 0.1, name="net", batch_size=b,
                        params={"batch_size": b})

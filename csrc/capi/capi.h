@@ -132,6 +132,31 @@ void shp_note_current(const char *fmt, ...);
 void shp_note_iteration(const char *fmt, PyObject *name, const char *phase, Py_ssize_t i,
                         Py_ssize_t n);
 
+/*
+ * A keyword meant for the harness that reached the user's callable (one
+ * vocabulary, issue 33): a typo of an option (num_iter=) or another entry
+ * point's name for it (iters=) is not an option, so it is passed on, and the
+ * callable rejects it.  The rule, written once here for the core and (through
+ * _native._note_near_option) for the adapters: `exc` is a TypeError about the
+ * call's arguments (its str() has "keyword" or "arguments") that names, as a
+ * whole word, a keyword of `keywords` (a tuple of str: those passed on), and
+ * that keyword is within one edit (names of up to 5 characters) or two
+ * (longer names) of a key of `options` (a dict: name a keyword may be a near
+ * miss of -> the option to suggest; an alias maps to its option, so iters=
+ * itself suggests num_iters=).  Edits: insert, delete, substitute, swap two
+ * neighbours; case counts.  The nearest wins; one note per exception (none
+ * when exc has one already):
+ *   "did you mean num_iters=? num_iter= is not an option of the harness, so
+ *    it was passed on to the timed callable, which does not take it"
+ */
+extern const char shp_near_option_note[];
+/* Note on `exc` when the rule holds: 1 noted, 0 not, -1 with a KeyboardInterrupt /
+ * SystemExit raised by code it ran (str(exc)); other errors are dropped. */
+int shp_note_near_option(PyObject *exc, PyObject *keywords, PyObject *options);
+/* The same on the exception now set, which stays set (normalised, with its
+ * traceback), as shp_note_current.  Never fails. */
+void shp_note_current_near_option(PyObject *keywords, PyObject *options);
+
 typedef enum {
     SHP_F_STR,        /* PyObject* str */
     SHP_F_OPT_STR,    /* PyObject* str or None (NULL) */

@@ -109,6 +109,51 @@ static const char *const opt_names[N_OPTS] = {
 /* func, then the harness's options; every other argument is func's. */
 static const shp_argspec bench_spec = {"benchmark_callable", opt_names, N_OPTS, 1, 1, 1};
 
+/* The keywords a user may have meant for the harness (capi.h's near-option
+ * rule): every option but func, and the names other entry points give the
+ * two counts (profile_model's and benchmark_onnx's warmup= / iters=). */
+static PyObject *
+near_options(void)
+{
+    static const char *const aliases[][2] = {{"warmup", "num_warmup"}, {"iters", "num_iters"}};
+    PyObject *d = PyDict_New();
+    for (int i = OPT_NAME; d != NULL && i < N_OPTS; i++) {
+        PyObject *o = PyUnicode_FromString(opt_names[i]);
+        if (o == NULL || PyDict_SetItem(d, o, o) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(o);
+    }
+    for (size_t i = 0; d != NULL && i < sizeof aliases / sizeof aliases[0]; i++) {
+        PyObject *k = PyUnicode_FromString(aliases[i][0]), *o = PyUnicode_FromString(aliases[i][1]);
+        if (k == NULL || o == NULL || PyDict_SetItem(d, k, o) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(o);
+    }
+    return d;
+}
+
+/* func raised (in the warm-up or the timed loop): when it is a TypeError
+ * rejecting a keyword that is a near miss of an option (num_iter=, iters=),
+ * the note says which option was meant.  Leaves the exception set; never
+ * fails (an error making the note is dropped, a Ctrl-C goes on). */
+static void
+note_near_option(shp_call *p)
+{
+    if (p->kwnames == NULL || !PyErr_ExceptionMatches(PyExc_TypeError))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *options = near_options();
+    if (options == NULL)
+        PyErr_Clear();   /* out of memory: the user's exception goes on bare */
+    PyErr_Restore(type, value, tb);
+    if (options != NULL) {
+        shp_note_current_near_option(p->kwnames, options);
+        Py_DECREF(options);
+    }
+}
+
 /* Split the call into harness options and the user's arguments, check the
  * options, and prepare the vectorcall argument array (strong references). */
 /* On the TypeError / ValueError of an option spatialhub 0.1.7 did not have:
@@ -534,8 +579,10 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     shp_extras_watch_begin(st, &p);   /* NVML's first reading */
     /* 3. warm-up */
-    if (shp_warmup_loop(&p, o.num_warmup, window_open ? &win : NULL, vram, &run, name) < 0)
+    if (shp_warmup_loop(&p, o.num_warmup, window_open ? &win : NULL, vram, &run, name) < 0) {
+        note_near_option(&p);
         goto done;
+    }
     /* 4. the timed loop, (optionally) without the collector */
     if (o.disable_gc) {
         if (shp_gc_hold() < 0)
@@ -563,8 +610,10 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                            shp_now_ns() - run.start_ns) < 0)
         loop_rc = -1;   /* a Ctrl-C in the closing line: as if it came in the loop */
     int interrupted = loop_rc < 0 && run.n > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
-    if (loop_rc < 0 && !interrupted)
+    if (loop_rc < 0 && !interrupted) {
+        note_near_option(&p);
         goto done;
+    }
 
     if (p.nv_on)
         shp_nvml_watch_end(st, &p.nv);

@@ -2,7 +2,8 @@
  * rules.c -- the core's rules, given to the Python layer so that each is
  * written once: the t quantile and the margin rule of every verdict
  * (stats/verdict.c), Markdown and HTML escaping (render/markup.c), the count
- * rule of every argument (capi/args.c), and the pooling of several runs or
+ * rule of every argument (capi/args.c), the near-option note on a keyword meant
+ * for the harness (capi/notes.c), and the pooling of several runs or
  * segments into one result.  The plugin's gate, the scope profiler's tables,
  * the runner and the CLI call these; none keeps a copy.
  */
@@ -94,6 +95,31 @@ shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject
     if (shp_arg_count(v[0], o, p, lowest, highest, &out) < 0)
         return NULL;
     return PyLong_FromSsize_t(out);
+}
+
+/* _note_near_option(exc, keywords, options) -> bool: capi.h's near-option rule on
+ * `exc` (an adapter's options beside the core's): True when it added the note. */
+PyObject *
+shp_note_near_option_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"exc", "keywords", "options"};
+    static const shp_argspec spec = {"_note_near_option", names, 3, 3, 3, 0};
+    PyObject *v[3];
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0)
+        return NULL;
+    if (!PyExceptionInstance_Check(v[0]))
+        return shp_arg_type_error("_note_near_option()", "exc", "an exception", v[0]), NULL;
+    if (!PyTuple_Check(v[1]))
+        return shp_arg_type_error("_note_near_option()", "keywords", "a tuple of str", v[1]), NULL;
+    if (!PyDict_Check(v[2]))
+        return shp_arg_type_error("_note_near_option()", "options", "a dict of str to str", v[2]),
+               NULL;
+    int rc = shp_note_near_option(v[0], v[1], v[2]);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
 }
 
 /* ---- pooling ---------------------------------------------------------------------- */

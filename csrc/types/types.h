@@ -146,6 +146,10 @@ PyObject *shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                        PyObject *kwnames);
 PyObject *shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames);
+/* _note_near_option(exc, keywords, options) -> bool: capi.h's near-option rule
+ * (shp_note_near_option) for the adapters' own options. */
+PyObject *shp_note_near_option_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */

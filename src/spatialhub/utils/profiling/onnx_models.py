@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._native import DEFAULT_NUM_WARMUP, BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._native import BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._vocab import WARMUP, Default, counts, noting_near_options, options_of
 from ._words import MODELS, remedy_words
 from .sweeps import SweepResult
 
@@ -27,6 +28,11 @@ if TYPE_CHECKING:   # onnxruntime is optional and untyped: these read as Any
     Inputs = Union[Mapping[str, npt.ArrayLike], Sequence[npt.ArrayLike], npt.NDArray[Any]]
 
 __all__ = ["benchmark_onnx", "resolve_provider"]
+
+_ITERS = Default(50)
+# benchmark_onnx's own options a keyword passed on to session.run may be a near miss of
+# (the core knows its own, and warmup= / iters=)
+_OWN_OPTIONS = options_of("inputs", "providers", "input_dims", "session_options")
 
 
 # ONNX tensor element types -> NumPy dtypes for random inputs.
@@ -108,8 +114,9 @@ def _onnx_feed(session: Any, inputs: Inputs | None,
 
 def benchmark_onnx(model: Model, inputs: Inputs | None = None,
                    providers: str | Iterable[str] | None = None, name: str | None = None,
-                   input_dims: Mapping[str, int] | None = None, warmup: int = DEFAULT_NUM_WARMUP,
-                   iters: int = 50, session_options: onnxruntime.SessionOptions | None = None,
+                   input_dims: Mapping[str, int] | None = None, warmup: int = WARMUP,
+                   iters: int = _ITERS, session_options: onnxruntime.SessionOptions | None = None,
+                   *, num_warmup: int | None = None, num_iters: int | None = None,
                    **bench_kw: Any) -> SweepResult:
     """Benchmark an ONNX model on one or more ONNX Runtime execution providers.
 
@@ -136,13 +143,19 @@ def benchmark_onnx(model: Model, inputs: Inputs | None = None,
         Sizes of symbolic dimensions for the random inputs ({"batch": 8}); 1 where
         not given.
     warmup : int, default 10
-        Untimed calls first, per provider.
+        Untimed calls first, per provider; ``num_warmup`` is the same option.
     iters : int, default 50
-        Timed calls, per provider.
+        Timed calls, per provider; ``num_iters`` is the same option.
     session_options : onnxruntime.SessionOptions, optional
         For the sessions made from a path or bytes.
+    num_warmup, num_iters : int, optional
+        ``warmup`` and ``iters`` by the names every entry point takes; giving both
+        names of one count is a TypeError.
     **bench_kw
-        ``benchmark_callable``'s options (``track_ram``, ``sync_fn``, ...).
+        ``benchmark_callable``'s options (``track_ram``, ``sync_fn``, ...); a keyword
+        that is none of its options is passed on to ``session.run``, and when it
+        rejects a near miss of an option (``provider=``, ``num_iter=``) the TypeError
+        has a note naming the option.
 
     Returns
     -------
@@ -156,7 +169,8 @@ def benchmark_onnx(model: Model, inputs: Inputs | None = None,
         another (the message lists what there is); inputs that do not match the
         model's.
     TypeError
-        A model of another type.
+        A model of another type, or both ``warmup`` and ``num_warmup`` (``iters`` and
+        ``num_iters``) given.
     RuntimeError
         TensorRT without a loadable CUDA driver and no ``sync_fn``.
 
@@ -165,6 +179,7 @@ def benchmark_onnx(model: Model, inputs: Inputs | None = None,
     >>> results = benchmark_onnx("model.onnx", providers=["CPU", "CUDA"])  # doctest: +SKIP
     >>> print(results.to_table())  # doctest: +SKIP
     """
+    warmup, iters = counts("benchmark_onnx", warmup, iters, num_warmup, num_iters)
     import onnxruntime as ort
 
     if isinstance(providers, (str, bytes)):
@@ -222,7 +237,7 @@ def benchmark_onnx(model: Model, inputs: Inputs | None = None,
                     f"benchmark_onnx: {prov} runs on CUDA, but the native core could not load the "
                     f"CUDA driver for a device sync; pass sync_fn=... (e.g. torch.cuda.synchronize)"
                 )
-        with remedy_words(MODELS):
+        with remedy_words(MODELS), noting_near_options(bench_kw, _OWN_OPTIONS):
             stats = benchmark_callable(sess.run, None, feed, name=label, device=prov,
                                        num_warmup=warmup, num_iters=iters, **kw)
         env = dict(stats.env or {})

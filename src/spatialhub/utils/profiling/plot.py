@@ -67,11 +67,44 @@ def _label(s: BenchmarkStats, param: str | None = None) -> str:
     return label
 
 
+#: plot_latency(log=None) draws a log axis when the results' medians span more than this
+LOG_SPAN = 10.0
+
+
+def _use_log(log: object, rows: Sequence[BenchmarkStats],
+             samples: Sequence[npt.NDArray[np.float64]]) -> bool:
+    """plot_latency's axis: ``log`` as asked, or (None) logarithmic when the largest
+    median is more than LOG_SPAN times the smallest -- a 1.5 ms result beside a 548 ms
+    one is a flat line on a linear axis.  Never for samples of 0 ms or less."""
+    if log is not None and not isinstance(log, bool):
+        raise TypeError(f"plot_latency: log must be True, False or None (automatic), "
+                        f"not {type(log).__name__}")
+    positive = all(float(x.min()) > 0 for x in samples)
+    if log:
+        if not positive:
+            name, low = next((s.name, float(x.min())) for s, x in zip(rows, samples)
+                             if float(x.min()) <= 0)
+            raise ValueError(f"plot_latency: log=True needs latencies above 0 ms, but "
+                             f"{name!r} has a sample of {low:g} ms")
+        return True
+    if log is False or not positive:
+        return False
+    medians = [float(np.median(x)) for x in samples]
+    return max(medians) > LOG_SPAN * min(medians)
+
+
 def _shared_edges(samples: Sequence[npt.NDArray[np.float64]], bins: Any,
-                  max_bins: int = 120) -> npt.NDArray[np.float64]:
+                  max_bins: int = 120, log: bool = False) -> npt.NDArray[np.float64]:
     """Common bin edges for overlaid histograms: the finest of each series'
     own choice (so well-separated results are not lumped into a few bars),
-    capped at ``max_bins`` over the whole range."""
+    capped at ``max_bins`` over the whole range; on a log axis chosen on the
+    logarithms, so that every bar has the same width on the page."""
+    if log:
+        if not isinstance(bins, str):
+            return np.asarray(np.histogram_bin_edges(np.concatenate(samples), bins=bins),
+                              dtype=float)
+        return np.asarray(10.0 ** _shared_edges([np.log10(x) for x in samples], bins, max_bins),
+                          dtype=float)
     everything = np.concatenate(samples)
     lo, hi = float(everything.min()), float(everything.max())
     if not isinstance(bins, str) or hi <= lo:
@@ -90,7 +123,8 @@ def _finish(plt: Any, fig: Figure, path: Path | None) -> Figure:
 
 def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist",
                  path: Path | None = None, *, title: str | None = None,
-                 bins: int | str | Sequence[float] = "auto") -> Figure:
+                 bins: int | str | Sequence[float] = "auto",
+                 log: bool | None = None) -> Figure:
     """Distribution of the per-iteration latencies of one or more results.
 
     The median and the P95 of each result (the values the table shows) are marked.
@@ -107,7 +141,12 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
     title : str, optional
         The axes' title; None: the number of timed iterations shown.
     bins : int, str or sequence of float, default "auto"
-        The histogram's bins, as ``numpy.histogram_bin_edges`` takes them.
+        The histogram's bins, as ``numpy.histogram_bin_edges`` takes them (on a log
+        axis a str rule is applied to the logarithms of the latencies).
+    log : bool, optional
+        A logarithmic latency axis.  None (default): logarithmic when the largest
+        median is more than 10 times the smallest (``LOG_SPAN``), so that a 1.5 ms
+        result beside a 548 ms one is not a flat line; True / False: as asked.
 
     Returns
     -------
@@ -117,8 +156,10 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
     Raises
     ------
     ValueError
-        An unknown kind, no results, or a result without samples (loaded from JSON
-        written without them).
+        An unknown kind, no results, a result without samples (loaded from JSON
+        written without them), or ``log=True`` with a sample of 0 ms or less.
+    TypeError
+        ``log`` not a bool or None.
     ImportError
         matplotlib is not installed (the ``plot`` extra).
 
@@ -140,13 +181,17 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
             )
         samples.append(np.asarray(x, dtype=float))
 
+    log_axis = _use_log(log, rows, samples)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5) if kind != "box" else (8, 1.5 + 0.9 * len(samples)))
+    if log_axis:
+        ax.set_xscale("log")
+    xlabel = "latency (ms, log scale)" if log_axis else "latency (ms)"
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     total = sum(len(x) for x in samples)
 
     if kind == "hist":
-        edges = _shared_edges(samples, bins)
+        edges = _shared_edges(samples, bins, log=log_axis)
         for i, (s, x) in enumerate(zip(rows, samples)):
             c = colors[i % len(colors)]
             ax.hist(x, bins=edges, alpha=0.45 if len(samples) > 1 else 0.75, color=c,
@@ -155,7 +200,7 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
                        label=f"median {s.median_ms:.4g} ms")
             ax.axvline(s.p95_ms, color=c, linestyle="--", linewidth=2,
                        label=f"P95 {s.p95_ms:.4g} ms")
-        ax.set_xlabel("latency (ms)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("iterations")
     elif kind == "ecdf":
         for i, (s, x) in enumerate(zip(rows, samples)):
@@ -170,7 +215,7 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
         for q in (0.5, 0.95):
             ax.axhline(q, color="0.6", linestyle=":", linewidth=1)
         ax.set_ylim(0, 1.02)
-        ax.set_xlabel("latency (ms)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("fraction of iterations ≤ latency")
     else:  # box
         positions = np.arange(1, len(samples) + 1)
@@ -187,7 +232,7 @@ def plot_latency(stats_list: Stats, kind: Literal["hist", "ecdf", "box"] = "hist
             c = colors[i % len(colors)]
             ax.plot([s.p95_ms], [pos], "D", color=c, markersize=8,
                     label=f"P95 {s.p95_ms:.4g} ms ({s.name})")
-        ax.set_xlabel("latency (ms)   (box: quartiles, bar: median, whiskers: 1.5 IQR)")
+        ax.set_xlabel(f"{xlabel}   (box: quartiles, bar: median, whiskers: 1.5 IQR)")
         ax.invert_yaxis()  # first result on top, as in the table
 
     ax.grid(True, alpha=0.3)

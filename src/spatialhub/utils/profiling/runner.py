@@ -28,6 +28,7 @@ from ._native import (DEFAULT_NUM_WARMUP, BenchmarkInterrupted, BenchmarkStats, 
                       benchmark_callable, compare_benchmarks)
 from ._native import _count as _native_count
 from ._native import _pool as _native_pool
+from ._vocab import noting_near_options, options_of
 from ._words import COMPARE, remedy_words
 from ._worker import refuse_reentry
 
@@ -37,7 +38,12 @@ _BLOCK_TARGET_MS = 20.0   # work per block: long enough to dwarf the harness, sh
 _MAX_BLOCK = 10_000
 _MAX_ROUNDS = 1_000_000  # a bound on time and memory (each round keeps two blocks of samples)
 # benchmark_callable options each block passes itself (a callable keyword of the same name clashes)
-_BLOCK_OPTIONS = frozenset({"name", "num_warmup", "num_iters"})
+_BLOCK_OPTIONS = frozenset({"name"})
+# each entry point's own options a keyword passed on to the callables may be a near miss
+# of (the core knows its own, and warmup= / iters=)
+_COMPARE_OPTIONS = options_of("rounds", "block_iters", "margin", "seed", "name_a", "name_b")
+_REPEATED_OPTIONS = options_of("repeat")
+_COMPARE_REPEATED_OPTIONS = options_of("repeat", "margin", "name_a", "name_b")
 
 
 def _count(value: Any, what: str, fn: str, lowest: int, highest: int | None = None) -> int:
@@ -57,7 +63,7 @@ def _pool(runs: Sequence[BenchmarkStats], name: str | None,
 
 def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
                       rounds: int = 20, block_iters: int | None = None,
-                      num_warmup: int = DEFAULT_NUM_WARMUP,
+                      num_warmup: int = DEFAULT_NUM_WARMUP, num_iters: int | None = None,
                       margin: float = 0.05, seed: int = 0, name_a: str | None = None,
                       name_b: str | None = None, device: str = "CPU",
                       sync_fn: Callable[[], Any] | None = None, **kwargs: Any) -> Comparison:
@@ -75,12 +81,19 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     *args, **kwargs
         Passed to both; a keyword named like an option here or of
         ``benchmark_callable`` is the harness's (bind it first, functools.partial).
+        When a callable rejects a keyword that is a near miss of an option
+        (``round=``, ``num_iter=``), its TypeError has a note naming the option.
     rounds : int, default 20
         Rounds (>= 2).
     block_iters : int, optional
-        Calls per block; None: about 20 ms of the slower callable, at least 3.
+        Calls per block; None: from ``num_iters`` when given, else about 20 ms of the
+        slower callable, at least 3.
     num_warmup : int, default 10
         Untimed calls of each before the rounds.
+    num_iters : int, optional
+        Timed calls of each callable in all, spread over the rounds: blocks of
+        ``ceil(num_iters / rounds)`` calls (so at least ``num_iters``, and at least one
+        call a block).  Not with ``block_iters``.
     margin : float, default 0.05
         Practical-equivalence margin in [0, 1): a ratio within it is "same".
     seed : int, default 0
@@ -101,7 +114,8 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     Raises
     ------
     TypeError, ValueError
-        A bad argument, before anything runs.
+        A bad argument (``num_iters`` and ``block_iters`` both given), before anything
+        runs.
     BenchmarkInterrupted
         Ctrl-C in a block's timed loop: ``.comparison`` is the Comparison of the rounds
         both sides completed (None under 2), ``.stats`` the interrupted block's.
@@ -121,6 +135,13 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     num_warmup = _count(num_warmup, "num_warmup", fn, 0)
     if block_iters is not None:
         block_iters = _count(block_iters, "block_iters", fn, 1)
+    if num_iters is not None:
+        if block_iters is not None:
+            raise TypeError(f"{fn}(): num_iters={num_iters!r} and block_iters={block_iters!r} "
+                            f"both set the calls per block (num_iters in all, spread over the "
+                            f"{rounds} rounds); give one")
+        num_iters = _count(num_iters, "num_iters", fn, 1)
+        block_iters = -(-num_iters // rounds)
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
         raise ValueError(f"{fn}(): margin must be a number in [0, 1) (0.05 = 5%), not {margin!r}")
     seed = _count(seed, "seed", fn, 0)
@@ -139,7 +160,8 @@ def compare_callables(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     runs: tuple[list[BenchmarkStats], list[BenchmarkStats]] = ([], [])
     block: list[int | None] = [None]   # the block size, once the rounds start (None: still calibrating)
     try:
-        with warnings.catch_warnings(), remedy_words(COMPARE):
+        with warnings.catch_warnings(), remedy_words(COMPARE), \
+                noting_near_options(kwargs, _COMPARE_OPTIONS):
             # the per-block warnings (few samples, p99) speak of blocks, not of the comparison
             warnings.simplefilter("ignore", BenchmarkWarning)
             first = [benchmark_callable(f, *args, name=n, num_warmup=num_warmup, num_iters=3,
@@ -252,7 +274,9 @@ def benchmark_repeated(func: Callable[..., Any], *args: Any, repeat: int = 5,
     func : callable
         What to time.
     *args, **kwargs
-        As for ``benchmark_callable``: its options, the rest passed to ``func``.
+        As for ``benchmark_callable``: its options (``num_warmup``, ``num_iters``, ...),
+        the rest passed to ``func``; when ``func`` rejects a near miss of an option
+        (``num_iter=``, ``repeats=``), its TypeError has a note naming the option.
     repeat : int, default 5
         Fresh interpreters, one run each (>= 1).
 
@@ -292,8 +316,9 @@ def benchmark_repeated(func: Callable[..., Any], *args: Any, repeat: int = 5,
     job = Job(fn, func, args, kwargs)
     runs: list[BenchmarkStats] = []
     try:
-        for k in range(repeat):
-            runs.append(job.run(k + 1, repeat))
+        with noting_near_options(kwargs, _REPEATED_OPTIONS):
+            for k in range(repeat):
+                runs.append(job.run(k + 1, repeat))
     except KeyboardInterrupt as exc:
         new = _interrupted_runs(fn, len(runs), repeat, [(runs, name)])
         if new is None:
@@ -318,7 +343,9 @@ def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
     a, b : callable
         The baseline and the candidate.
     *args, **kwargs
-        As for ``benchmark_callable``: its options, the rest passed to both callables.
+        As for ``benchmark_callable``: its options (``num_warmup``, ``num_iters``, ...),
+        the rest passed to both callables; when one rejects a near miss of an option
+        (``num_iter=``, ``repeats=``), its TypeError has a note naming the option.
     repeat : int, default 5
         Runs per side (>= 2).
     margin : float, default 0.05
@@ -368,9 +395,10 @@ def compare_repeated(a: Callable[..., Any], b: Callable[..., Any], *args: Any,
             Job(fn, b, args, dict(kwargs, name=names[1])))
     runs: tuple[list[BenchmarkStats], list[BenchmarkStats]] = ([], [])
     try:
-        for r in range(repeat):
-            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
-                runs[side].append(jobs[side].run(r + 1, repeat))
+        with noting_near_options(kwargs, _COMPARE_REPEATED_OPTIONS):
+            for r in range(repeat):
+                for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                    runs[side].append(jobs[side].run(r + 1, repeat))
     except KeyboardInterrupt as exc:
         new = _interrupted_runs(fn, min(map(len, runs)), repeat,
                                 [(runs[0], names[0]), (runs[1], names[1])])

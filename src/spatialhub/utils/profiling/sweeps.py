@@ -11,11 +11,16 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence, Tu
 from ._gather import gathered
 from ._native import (BenchmarkInterrupted, BenchmarkStats, benchmark_callable,
                       format_benchmark_table)
+from ._vocab import noting_near_options, options_of
 
 if TYPE_CHECKING:
     from ._native import TableColumns
 
 __all__ = ["SweepResult", "sweep", "throughput_unit"]
+
+# sweep()'s own options a keyword passed on to the callable may be a near miss of (the
+# core knows its own, and warmup= / iters=)
+_OWN_OPTIONS = options_of("factory", "values", "param")
 
 _V = TypeVar("_V")
 
@@ -198,7 +203,9 @@ def sweep(factory: Callable[[_V], Target], values: Iterable[_V], param: str = "v
         The results' label; None: the callable's ``__name__``.
     **bench_kw
         ``benchmark_callable``'s options (``num_warmup``, ``num_iters``, ``device``,
-        ``sync_fn``, ...).
+        ``sync_fn``, ...); a keyword that is none of its options is passed on to
+        every callable, and when one rejects a near miss of an option (``num_iter=``,
+        ``params=``) the TypeError has a note naming the option.
 
     Returns
     -------
@@ -232,7 +239,8 @@ def sweep(factory: Callable[[_V], Target], values: Iterable[_V], param: str = "v
         clash = set(kwargs) & set(bench_kw)
         if clash:
             raise TypeError(f"sweep: keyword(s) {sorted(clash)} given both by the factory and to sweep()")
-        return benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
+        with noting_near_options(bench_kw, _OWN_OPTIONS):
+            return benchmark_callable(func, *args, name=label, **bench_kw, **kwargs)
 
     return _sweep_rows(values, param, run_one)
 

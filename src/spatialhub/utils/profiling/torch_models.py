@@ -11,6 +11,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 from ._native import DEFAULT_NUM_WARMUP, BenchmarkStats, benchmark_callable, get_cuda_sync_fn
+from ._vocab import WARMUP, Default, counts, noting_near_options, options_of
 from ._words import MODELS, remedy_words
 from .sweeps import SweepResult, _sweep_rows
 
@@ -29,6 +30,11 @@ else:
         return func
 
 __all__ = ["profile_model"]
+
+_ITERS = Default(100)
+# profile_model's own options a keyword passed on to the model may be a near miss of
+# (the core knows its own, and warmup= / iters=)
+_OWN_OPTIONS = options_of("input_shape", "batch_sizes", "dtype")
 
 
 def _torch_dtype(torch: Any, dtype: object) -> Any:
@@ -84,23 +90,28 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
                   device: str | torch.device = "cpu",
                   warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100,
                   batch_sizes: None = None, dtype: DType | None = None, name: str | None = None,
+                  *, num_warmup: int | None = None, num_iters: int | None = None,
                   **bench_kw: Any) -> BenchmarkStats: ...
 @overload
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
                   device: str | torch.device = "cpu",
                   warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100, *,
                   batch_sizes: Iterable[int], dtype: DType | None = None,
-                  name: str | None = None, **bench_kw: Any) -> SweepResult: ...
+                  name: str | None = None, num_warmup: int | None = None,
+                  num_iters: int | None = None, **bench_kw: Any) -> SweepResult: ...
 @overload
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
                   device: str | torch.device, warmup: int, iters: int,
                   batch_sizes: Iterable[int], dtype: DType | None = None,
-                  name: str | None = None, **bench_kw: Any) -> SweepResult: ...
+                  name: str | None = None, *, num_warmup: int | None = None,
+                  num_iters: int | None = None, **bench_kw: Any) -> SweepResult: ...
 def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
                   device: str | torch.device = "cpu",
-                  warmup: int = DEFAULT_NUM_WARMUP, iters: int = 100,
+                  warmup: int = WARMUP, iters: int = _ITERS,
                   batch_sizes: Iterable[int] | None = None, dtype: DType | None = None,
-                  name: str | None = None, **bench_kw: Any) -> BenchmarkStats | SweepResult:
+                  name: str | None = None, *, num_warmup: int | None = None,
+                  num_iters: int | None = None,
+                  **bench_kw: Any) -> BenchmarkStats | SweepResult:
     """Latency profile of a ``torch.nn.Module`` (the latency-profiler recipe).
 
     Moves ``model`` to ``device`` (in place, as ``Module.to`` does), puts it in
@@ -119,9 +130,9 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
     device : str or torch.device, default "cpu"
         "cpu", "cuda", "cuda:1", "mps".
     warmup : int, default 10
-        Untimed calls first.
+        Untimed calls first (per batch size); ``num_warmup`` is the same option.
     iters : int, default 100
-        Timed calls.
+        Timed calls (per batch size); ``num_iters`` is the same option.
     batch_sizes : iterable of int, optional
         Profile each batch size in turn (the first dimension of ``input_shape``
         replaced) and return a :class:`SweepResult` with ``param="batch_size"``.
@@ -131,8 +142,14 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
         integer dtype (token ids) gives inputs in {0, 1} and leaves the model alone.
     name : str, optional
         The result's label; None: the model's class name.
+    num_warmup, num_iters : int, optional
+        ``warmup`` and ``iters`` by the names every entry point takes; giving both
+        names of one count is a TypeError.
     **bench_kw
-        ``benchmark_callable``'s options (``track_ram``, ``target_rel_ci``, ...).
+        ``benchmark_callable``'s options (``track_ram``, ``target_rel_ci``, ...); a
+        keyword that is none of its options is passed on to the model, and when the
+        model rejects a near miss of an option (``num_iter=``, ``batch_size=``) the
+        TypeError has a note naming the option.
 
     Returns
     -------
@@ -144,7 +161,8 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
     Raises
     ------
     TypeError
-        ``model`` is not a ``torch.nn.Module``, or a shape that is not ints.
+        ``model`` is not a ``torch.nn.Module``, a shape that is not ints, or both
+        ``warmup`` and ``num_warmup`` (``iters`` and ``num_iters``) given.
     ValueError
         An empty or non-positive shape or batch size, or an unknown dtype.
     RuntimeError
@@ -159,6 +177,7 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
     """
     import torch
 
+    warmup, iters = counts("profile_model", warmup, iters, num_warmup, num_iters)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"profile_model: model must be a torch.nn.Module, got {type(model).__name__}")
     shape = _check_shape(input_shape, "profile_model: input_shape")
@@ -200,7 +219,7 @@ def profile_model(model: torch.nn.Module, input_shape: Sequence[int],
             if cuda:
                 torch.cuda.synchronize(dev)
                 torch.cuda.reset_peak_memory_stats(dev)
-            with remedy_words(MODELS):
+            with remedy_words(MODELS), noting_near_options(bench_kw, _OWN_OPTIONS):
                 stats = benchmark_callable(model, x, name=label, device=device_label,
                                            num_warmup=warmup, num_iters=iters, **bench_kw)
             if cuda:
