@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import os
 import sys
 import warnings
@@ -20,6 +19,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from ._numbers import number as _number
 from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
@@ -760,22 +760,6 @@ def _partial(exc):
         return list(partial), partial
     stats = getattr(exc, "stats", None)       # BenchmarkInterrupted: one run's
     return ([stats] if stats is not None else []), None
-
-
-def _number(x):
-    """A number as people read it: 1,770 rather than 1.77e+03, 0.00084 rather than 8.4e-04."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return str(x)
-    if isinstance(x, int):
-        return f"{x:,}"
-    if math.isnan(x):
-        return "unknown"
-    ax = abs(x)
-    if ax >= 100 or ax == 0:
-        return f"{x:,.0f}"
-    if ax >= 1:
-        return f"{x:.3g}"
-    return f"{x:.{2 - math.floor(math.log10(ax))}f}"
 
 
 def _warning_text(message):
