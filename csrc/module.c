@@ -338,8 +338,8 @@ static PyMethodDef shp_methods[] = {
      "_pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats\n\nOne result "
      "over the samples of several runs (runs=True) or segments of one run."},
     {"_warning_texts", shp_warning_texts, METH_NOARGS,
-     "_warning_texts() -> dict\n\nTest hook: every cause's text with the remedy words in "
-     "effect (remedy_words())."},
+     "_warning_texts() -> dict\n\nEvery cause's text with the remedy words in effect "
+     "(remedy_words()): the readiness report's flags, and the tests."},
     {"_warning_class", shp_warning_class, METH_O,
      "_warning_class(causes) -> type\n\nThe class of a BenchmarkWarning whose .causes is this "
      "tuple of labels: the cause's own, or their combination (for fresh processes' warnings)."},

@@ -70,8 +70,8 @@ int shp_warn_init(PyObject *m, shp_state *st);
 PyObject *shp_exception_class(const char *qualname, const char *doc, PyObject *base);
 /* suppressed_warnings(): {label: count} of the repeats not said. */
 PyObject *shp_suppressed_warnings(PyObject *module, PyObject *unused);
-/* Test hook _warning_texts(): {class name: text} with the remedy words in
- * effect (the context's _remedy_words, else benchmark_callable's). */
+/* _warning_texts(): {class name: text} with the remedy words in effect (the
+ * context's _remedy_words, else benchmark_callable's): the report's flags, the tests. */
 PyObject *shp_warning_texts(PyObject *module, PyObject *unused);
 /* Private _warning_class(causes): the class of a warning with this tuple of
  * cause labels (the cause's own, or their cached combination).  New ref. */

@@ -93,8 +93,10 @@ class OutputCheck:
         Of all outputs flattened into one vector each (finite elements; 1.0 when both
         are all zeros).
     top1_agreement : float or None
-        The share of rows whose arg-max agrees, over the outputs that are 2-D logits
-        (floating, at least two columns); None when no output is.
+        The share of rows whose top-1 class agrees, over the outputs that are 2-D logits
+        (floating, at least two columns): the candidate's arg-max is the reference's, or
+        scores in the reference within the tolerance of its top (a tie is not a
+        disagreement); None when no output is 2-D.
     worst_key : str, int or None
         The output holding the worst element (its dict key or position); None for a
         single array.
@@ -393,6 +395,19 @@ def _diff(key: Key, ref: npt.NDArray[Any], cand: npt.NDArray[Any], rtol: float, 
     return d, worst_score, r0.ravel(), c0.ravel()
 
 
+def _top1_agreeing(r: npt.NDArray[Any], c: npt.NDArray[Any], rtol: float, atol: float
+                   ) -> int:
+    """Rows whose top-1 class agrees: the candidate's arg-max is the reference's, or
+    scores in the reference within the tolerance of the reference's top (a tie there,
+    such as two saturated outputs, is not a disagreement)."""
+    with np.errstate(invalid="ignore"):
+        pick = np.argmax(c, axis=1)
+        top = np.max(r, axis=1)
+        got = r[np.arange(r.shape[0]), pick]
+        same = (pick == np.argmax(r, axis=1)) | (top - got <= atol + rtol * np.abs(top))
+    return int(same.sum())
+
+
 def _cosine(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> float:
     if np.iscomplexobj(a) or np.iscomplexobj(b):
         a = np.concatenate([np.real(a), np.imag(a)])
@@ -408,7 +423,8 @@ def _cosine(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> float:
 
 def check_outputs(reference: Callable[..., Any] | Any, candidate: Callable[..., Any] | Any,
                   inputs: Inputs, *, rtol: float = 1e-3, atol: float = 1e-5,
-                  name: str | None = None) -> OutputCheck:
+                  name: str | None = None, reference_name: str | None = None
+                  ) -> OutputCheck:
     """Run a reference and a candidate on the same inputs and compare their outputs.
 
     The candidate passes when ``numpy.allclose(candidate, reference, rtol, atol)`` holds
@@ -437,8 +453,11 @@ def check_outputs(reference: Callable[..., Any] | Any, candidate: Callable[..., 
     atol : float, default 1e-5
         Absolute tolerance, as ``numpy.allclose``'s.
     name : str, optional
-        The candidate's name in the result and a report; None: its ``__name__``, or its
-        class name (a torch module), or ``"onnx-session"``.
+        The candidate's name in the result and a report (a report matches a check to
+        the benchmark of that name); None: its ``__name__``, or its class name (a torch
+        module), or ``"onnx-session"``.
+    reference_name : str, optional
+        The reference's name, likewise.
 
     Returns
     -------
@@ -467,8 +486,10 @@ def check_outputs(reference: Callable[..., Any] | Any, candidate: Callable[..., 
         if not (math.isfinite(tol) and tol >= 0):
             raise ValueError(f"check_outputs(): {label} must be a finite number >= 0, "
                              f"got {tol!r}")
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"check_outputs(): name must be str, not {type(name).__name__}")
+    for label, given in (("name", name), ("reference_name", reference_name)):
+        if given is not None and not isinstance(given, str):
+            raise TypeError(f"check_outputs(): {label} must be str, not "
+                            f"{type(given).__name__}")
     args, kwargs = _split_inputs(inputs)
     ref_out = _call(reference, args, kwargs)
     cand_out = _call(candidate, args, kwargs)
@@ -485,14 +506,14 @@ def check_outputs(reference: Callable[..., Any] | Any, candidate: Callable[..., 
         cand_flat.append(cf)
         if r.ndim == 2 and r.shape[1] >= 2 and r.dtype.kind == "f" and r.shape[0] > 0:
             top1_rows += r.shape[0]
-            top1_agree += int((np.argmax(_as_float(r), axis=1)
-                               == np.argmax(_as_float(c), axis=1)).sum())
+            top1_agree += _top1_agreeing(_as_float(r), _as_float(c), rtol, atol)
     # the first output with the largest score (an empty output scores -1: never chosen
     # over one that has elements)
     worst = diffs[int(np.argmax(scores))] if diffs else None
     many = len(diffs) > 1
     return OutputCheck(
-        reference=_name_of(reference, "reference"),
+        reference=(reference_name if reference_name is not None
+                   else _name_of(reference, "reference")),
         candidate=name if name is not None else _name_of(candidate, "candidate"),
         passed=all(d.passed for d in diffs),
         max_abs_error=max((d.max_abs_error for d in diffs), default=0.0),

@@ -60,7 +60,7 @@ def is_load(x: Any) -> bool:
 
 
 class _Load:
-    """The one place that reads a load result (LoadStats of docs/load.md): every field
+    """The one place that reads a load result (the load issue's LoadStats): every field
     the report uses, by the names that type has; a name missing reads None."""
 
     TRIED = ("tried", "rates_tried", "trials")          # find_peak_qps: the rates tried
@@ -648,7 +648,7 @@ def _results_table(g: _Given, labels: dict[int, str]) -> Section:
         return sec
     cuda = any("cuda" in s.device.lower() for s, _ in rows_of)
     rerun = any(s.rerun_low_ms is not None for s, _ in rows_of)
-    head = ["Result", "Device", "P50 (ms)", "P50 95% CI (ms)"]
+    head = ["Result", "Device", "P50 (95% CI) (ms)"]
     head += ["Rerun 95% (ms)"] if rerun else []
     head += ["P90 (ms)", "P95 (ms)", "P99 (ms)", "Mean ± std (ms)", "Throughput",
              "Peak RAM Δ (MB)"]
@@ -658,8 +658,9 @@ def _results_table(g: _Given, labels: dict[int, str]) -> Section:
     for s, sw in rows_of:
         unit = throughput_unit([s], sw.param if sw is not None else None)
         p50 = s.p50_ms if s.p50_ms is not None else s.median_ms
-        row = [Cell(_row_label(s, sw, labels)), Cell(s.device), Cell(_ms(p50), "num"),
-               Cell(_interval(s.ci95_low_ms, s.ci95_high_ms) or "not measured", "num")]
+        ci = _interval(s.ci95_low_ms, s.ci95_high_ms)
+        row = [Cell(_row_label(s, sw, labels)), Cell(s.device),
+               Cell(f"{_ms(p50)} ({ci})" if ci else _ms(p50), "num")]
         if rerun:
             row.append(Cell(_interval(s.rerun_low_ms, s.rerun_high_ms) or "not measured",
                             "num"))
