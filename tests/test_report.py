@@ -545,3 +545,15 @@ def test_markdown_renders_as_tables_with_each_name_as_given(engine, scene):
     summary = next(t for t in tables if t[0][0] == "Result" and "Verdict" in t[0])
     assert [row[0] for row in summary[1:len(NAMES) + 1]] == NAMES
     assert "<script" not in html.lower()
+
+
+def test_a_budget_inside_the_interval_says_a_rerun_may_decide_otherwise():
+    s = _stats("only", 1.0)
+    just_above = (s.median_ms + s.ci95_high_ms) / 2       # met, but the interval crosses
+    md = render_report([s], format="markdown", budgets={"median_ms": just_above})
+    assert "crosses the limit: a rerun may fail it" in md and "**met**" in md
+    just_below = (s.median_ms + s.ci95_low_ms) / 2
+    md = render_report([s], format="markdown", budgets={"median_ms": just_below})
+    assert "crosses the limit: a rerun may meet it" in md and "**FAILED**" in md
+    md = render_report([s], format="markdown", budgets={"median_ms": 2 * s.ci95_high_ms})
+    assert "crosses" not in md

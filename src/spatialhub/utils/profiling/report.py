@@ -257,9 +257,8 @@ class _Budget:
             (lo <= self.limit if not self.floor else hi >= self.limit)
         if not crosses:
             return ""
-        return (f"its 95% interval {number(lo)} to {number(hi)} {self.unit} reaches "
-                f"{'past' if self.met else 'within'} the limit: a rerun may "
-                f"{'fail' if self.met else 'meet'} it").replace("  ", " ")
+        return (f"its 95% interval, {number(lo)} to {number(hi)} {self.unit}".rstrip()
+                + f", crosses the limit: a rerun may {'fail' if self.met else 'meet'} it")
 
     def limit_text(self) -> str:
         return f"{'≥' if self.floor else '≤'} {exact(self.limit)} {self.unit}".rstrip()
