@@ -5,10 +5,10 @@ repository root with `--out docs/img` to refresh the guide's picture):
 
 A small torch model in float32 (the baseline), dynamically quantised to int8 and in
 float16, each timed with profile_model and checked against the float32 outputs; the
-float32 model's batch sweep; a P99 budget.  It writes report.html and report.md into
-FOLDER, then report.png: the top of the page as headless Chromium draws it (offline,
-`--host-resolver-rules="MAP * ~NOTFOUND"`).  Needs torch (CPU is enough) and chromium.
-The numbers are whatever the machine running it measures.
+float32 model's batch sweep; a P99 budget of 10% over the float32 model's.  It writes
+report.html and report.md into FOLDER, then report.png: the top of the page as headless
+Chromium draws it (offline, `--host-resolver-rules="MAP * ~NOTFOUND"`).  Needs torch
+(CPU is enough) and chromium.  The numbers are whatever the machine running it measures.
 """
 import copy
 import shutil
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from spatialhub.utils.profiling import check_outputs, profile_model, write_report
 
-SHOT = (1100, 1900)     # the screenshot: the verdict, the tables and the first figure
+SHOT = (1200, 1900)     # the screenshot: the verdict, the tables and the first figure
 
 
 def models():
@@ -65,7 +65,8 @@ def main(argv=None):
                             reference_name="mlp fp32")
               for cand, name in ((int8, "mlp int8"), (fp16, "mlp fp16"))]
     results = [base, cand_int8, cand_fp16, batches, *checks]
-    budgets = {"p99_ms": 1.0, "ram_delta_mb": 64}
+    # what ships today sets the budget: a P99 at most 10% above the float32 model's
+    budgets = {"p99_ms": float(f"{1.1 * base.p99_ms:.2g}"), "ram_delta_mb": 64}
     title = "mlp: int8 or fp16 for the CPU service?"
     command = "python docs/examples/make_report.py --out docs/img"
     page = write_report(results, out / "report.html", title=title, budgets=budgets,

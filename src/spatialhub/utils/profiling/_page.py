@@ -189,7 +189,7 @@ _PAGE_CSS = """
 :root { color-scheme: light; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans",
        "Liberation Sans", sans-serif; color: #1b1f24; background: #fff;
-       max-width: 1120px; margin: 1.5rem auto; padding: 0 1rem; }
+       max-width: 1180px; margin: 1.5rem auto; padding: 0 1rem; }
 h1 { font-size: 1.7rem; margin: 0 0 .2rem; }
 h3 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
 h2 { font-size: 1.3rem; margin: 2rem 0 .6rem; padding-bottom: .2rem;
@@ -204,7 +204,7 @@ table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem;
 th, td { border: 1px solid #d0d7de; padding: .28rem .5rem; text-align: left;
          vertical-align: top; }
 th { background: #f6f8fa; }
-td.num { text-align: right; white-space: nowrap; }
+td.num { text-align: right; }
 .ok { color: #116329; }
 .fail { color: #a40e26; }
 .warn { color: #7d4e00; }
