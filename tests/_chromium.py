@@ -61,7 +61,12 @@ class Browser:
                f"--window-size={width},{height}"]
         # (close_fds would close 3 and 4 after fds() ran; the other descriptors of this
         # process are not inheritable, so only those two cross)
-        self.proc = subprocess.Popen(cmd, preexec_fn=fds, close_fds=False,
+        # the sanitizer run preloads libasan into this process: the browser is not ours
+        # to check (its own allocator, its own leaks in the logs judged afterwards)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS",
+                            "PYTHONMALLOC")}
+        self.proc = subprocess.Popen(cmd, preexec_fn=fds, close_fds=False, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         os.close(to_child_r)
