@@ -349,7 +349,7 @@ static PyMethodDef shp_methods[] = {
      "suggest); True when it was added."},
     {"_warning_texts", shp_warning_texts, METH_O,
      "_warning_texts(attrs) -> dict\n\nTest hook: every cause's line, composed from attrs "
-     "(a dict of the numbers a warning carries, or None) with the remedy words in effect."},
+     "(a dict of the numbers a warning carries, or None) with the remedy words in effect; the readiness report's flags, and the tests."},
     {"_warning_class", shp_warning_class, METH_O,
      "_warning_class(causes) -> type\n\nThe class of a BenchmarkWarning whose .causes is this "
      "tuple of labels: the cause's own, or their combination (for fresh processes' warnings)."},

@@ -291,3 +291,51 @@ def test_processes_pools_fresh_interpreters_with_run_identity(tmp_path):
     assert proc.returncode == 0, proc.stderr
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["run_sizes"] == [15, 15] and d["timed_iters"] == 30 and d["run_spread"] is not None
+
+
+def test_report_of_a_run_and_of_a_compare(demo_json, tmp_path):
+    """--report: the readiness page of what the command measured, with --budget judged;
+    with --compare, the candidate against its baseline by --compare's own rule."""
+    from html.parser import HTMLParser
+
+    proc = cli("--iters", 20, "--warmup", 2, "--report", tmp_path / "run.html",
+               "--budget", "p99_ms=0.000001", "--budget", "ram_delta_mb=100000",
+               "--json", tmp_path / "b.json")
+    assert proc.returncode == 0, proc.stderr       # a failed budget is reported, not a status
+    html = (tmp_path / "run.html").read_text()
+    parts = []
+
+    class Text(HTMLParser):
+        def handle_data(self, data):
+            parts.append(data)
+
+    Text(convert_charrefs=True).feed(html)
+    text = "".join(parts)
+    assert "Does not meet the stated checks" in text and "ImagePreprocessor: p99_ms" in text
+    assert "spatialhub-bench --iters 20 --warmup 2 --report" in text     # how to reproduce
+    assert html.count("<svg") >= 2 and "<script" not in html
+
+    d, _ = demo_json
+    proc = cli("--compare", d / "a.json", tmp_path / "b.json", "--margin", "50",
+               "--report", tmp_path / "cmp.md")
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "cmp.md").read_text()
+    # the same name on both sides: told apart by the files
+    assert "ImagePreprocessor (b.json)" in md and "ImagePreprocessor (a.json)" in md
+    assert "the 50% margin" in md                  # --compare's margin, not the default
+
+
+@pytest.mark.parametrize("args, code, fragment", [
+    (["--budget", "p99_ms=3"], 2, "--budget needs --report"),
+    (["--report", "r.html", "--budget", "p99_ms"], 2, "expected FIELD=LIMIT"),
+    (["--report", "r.html", "--budget", "p99_ms=fast"], 2, "expected a number"),
+    (["--report", "r.html", "--instructions"], 2, "--report does not apply to --instructions"),
+    (["--report", "r.pdf", "--iters", "2"], 1, "name the file *.html"),
+    (["--report", "r.html", "--budget", "p99=3", "--iters", "2"], 1,
+     "a result has no figure 'p99'"),
+])
+def test_report_mistakes_are_said_before_anything_runs(tmp_path, args, code, fragment):
+    proc = cli(*args, cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr
+    assert fragment in proc.stderr and "Traceback" not in proc.stderr
+    assert "| **ImagePreprocessor**" not in proc.stdout      # nothing ran

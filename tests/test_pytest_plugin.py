@@ -784,3 +784,41 @@ def test_the_contract_list_in_the_docs_is_the_one_ci_runs():
     counts = [int(n) for n in re.findall(r"^\| `tests/test_\w+\.(?:py|rst)` \| (\d+) \|",
                                          section, re.M)]
     assert sum(counts) == total, (counts, total)
+
+
+# ---- the readiness report ------------------------------------------------------------
+
+def test_benchmark_report_writes_the_page_with_the_verdicts(tmp_path):
+    source = """
+        def test_sort(benchmark):
+            benchmark(sorted, list(range(500)))
+
+        def test_sum(benchmark):
+            benchmark(sum, range(500))
+        """
+    rc, out = run_pytest(tmp_path, source, *QUICK, "--benchmark-autosave",
+                         "--benchmark-report=first.md")
+    assert rc == 0, out
+    first = (tmp_path / "first.md").read_text()
+    assert "| test_sort | CPU |" in first and "| test_sum | CPU |" in first
+    assert "against the baseline" not in first       # two tests are not two candidates
+    assert "Wrote the readiness report in: first.md" in out
+    rc, out = run_pytest(tmp_path, source, *QUICK, "--benchmark-compare",
+                         "--benchmark-report=again.html")
+    assert rc == 0, out
+    html = (tmp_path / "again.html").read_text()
+    # each benchmark against its saved run, by the gate's reading
+    assert re.search(r"test_sort: (<[^>]+>)?(faster|slower|same|inconclusive)(</\w+>)?: "
+                     r"[\d.]+x the median of test_sort \(0001_", html), html[:3000]
+    assert "pytest -q -p no:cacheprovider" in html and "<script" not in html
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--benchmark-report=r.pdf"], "name the file *.html"),
+    (["--benchmark-report=r.html", "--benchmark-instructions"],
+     "--benchmark-report does not apply with --benchmark-instructions"),
+])
+def test_benchmark_report_mistakes_are_usage_errors(tmp_path, args, fragment):
+    rc, out = run_pytest(tmp_path, "def test_x(benchmark):\n    benchmark(int)\n", *args)
+    assert rc == 4, out
+    assert fragment in out

@@ -4,7 +4,8 @@ strict check of user_script.py can fail, i.e. the public API is not ``Any``."""
 from __future__ import annotations
 
 from spatialhub.utils.profiling import (HierarchicalProfiler, benchmark_callable,
-                                        compare_callables, sweep, timeit)
+                                        check_outputs, compare_callables, sweep, timeit,
+                                        write_report)
 
 
 @timeit()
@@ -29,4 +30,6 @@ def mistakes() -> None:
     rows: int = sweep(lambda n: double, [1, 2])  # E: assignment
     with prof(3):  # E: arg-type
         pass
-    print(label, rows)
+    passed: str = check_outputs(double, double, [1]).passed  # E: assignment
+    write_report([stats], "r.html", format="pdf")  # E: arg-type
+    print(label, rows, passed)

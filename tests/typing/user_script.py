@@ -26,6 +26,7 @@ from spatialhub.utils.profiling import (
     compare_repeated, forget_run_spread, format_benchmark_table, get_cuda_sync_fn,
     get_gpu_vram_mb, get_ram_mb, machine_run_spread, plot_latency, plot_sweep,
     profile_model, profiler, suppressed_warnings, sweep, timeit)
+from spatialhub.utils.profiling import OutputCheck, check_outputs, write_report
 
 
 def work(n: int, *, reverse: bool = False) -> list[int]:
@@ -97,6 +98,21 @@ def scopes() -> None:
     double("x")  # type: ignore[arg-type]   # the signature survived the decorator
     triple()  # type: ignore[call-arg]
     print(wall, p95, text, trace, d, tr, repr(prof))
+
+
+def readiness() -> None:
+    x = np.ones((4, 3), dtype=np.float32)
+    check: OutputCheck = check_outputs(np.tanh, lambda a: np.tanh(a).astype(np.float16), [x],
+                                       rtol=1e-2, name="fp16")
+    ok: bool = check.passed
+    worst: tuple[int, ...] | None = check.worst_index
+    top1: float | None = check.top1_agreement
+    stats = benchmark_callable(np.tanh, x, num_iters=20)
+    page = write_report([stats, check], "report.html", title="t", baseline=False,
+                        budgets={"p99_ms": 30, "fp16": {"max_abs_error": 1e-3}},
+                        outputs=[check], command="python bench.py")
+    md = write_report(stats, "report.md", format="markdown")
+    print(ok, worst, top1, page.name, md.suffix)
 
 
 def filters() -> None:

@@ -123,6 +123,13 @@ from .runner import benchmark_repeated, compare_callables, compare_repeated  # n
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
             "plot_sweep", "benchmark_repeated", "compare_callables", "compare_repeated"]
 
+# The readiness report: outputs checked beside the speed, one offline page (report.py
+# draws its figures itself, svg.py: no matplotlib).
+from .outputs import OutputCheck, check_outputs  # noqa: E402
+from .report import write_report  # noqa: E402
+
+__all__ += ["OutputCheck", "check_outputs", "write_report"]
+
 # This machine's between-run spread, if the user calibrated it (calibrate.py): the floor
 # of single runs' rerun intervals instead of the assumed 15%.
 from .calibrate import (calibrate_run_spread, forget_run_spread,  # noqa: E402

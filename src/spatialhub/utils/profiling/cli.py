@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import json
 import os
+import shlex
 import sys
 import warnings
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from ._numbers import number as _number
 from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
@@ -71,6 +73,9 @@ examples:
       more instructions per call (load does not move a count; wall time it does)
   {PROG} --plot latency.png --plot-kind ecdf
       the demo plus a picture of its latency distribution (needs matplotlib)
+  {PROG} --onnx model.onnx --providers CPU,CUDA --report report.html --budget p99_ms=30
+      a readiness report: one offline HTML page (figures included, no matplotlib), the
+      CUDA provider against the CPU one, the P99 budget met or failed (*.md: Markdown)
 
 exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line;
   3 --fail-if-slower: a verdict of "slower" beyond PCT (with --instructions: more
@@ -125,6 +130,21 @@ def _percent(text):
     if not 0 <= v < 100:
         raise argparse.ArgumentTypeError(f"expected a percentage in [0, 100), got {text!r}")
     return v
+
+
+def _budget(text):
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected FIELD=LIMIT (e.g. p99_ms=30), got {text!r}")
+    try:
+        limit = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number after {name}=, got {value!r}") \
+            from None
+    if not math.isfinite(limit):
+        raise argparse.ArgumentTypeError(f"expected a finite limit, got {value!r}")
+    return name, limit
 
 
 def _dim(text):
@@ -241,6 +261,15 @@ def build_parser():
     out.add_argument("--plot", metavar="FILE.png", help="write a picture of the latencies (needs matplotlib)")
     out.add_argument("--plot-kind", choices=("hist", "ecdf", "box"), default="hist",
                      help="latency picture: histogram, ECDF or box plot (default hist)")
+    out.add_argument("--report", metavar="FILE",
+                     help="write the readiness report: one self-contained page (*.html, "
+                          "figures drawn inline, nothing loaded from anywhere) or Markdown "
+                          "(*.md) with the verdicts, budgets, distributions, flags and the "
+                          "environment; with --compare, each candidate against its baseline")
+    out.add_argument("--budget", metavar="FIELD=LIMIT", type=_budget, action="append",
+                     help="with --report: a limit every result is judged against, e.g. "
+                          "p99_ms=30 or ram_delta_mb=500 (fps and throughput are floors, "
+                          "other fields ceilings; repeatable)")
     out.add_argument("--traceback", action="store_true", help="show the full traceback on failure")
     return p
 
@@ -257,6 +286,10 @@ def _check_combinations(p, a):
     if a.onnx and a.device:
         p.error("--device does not apply to --onnx: the providers are the devices (use --providers)")
     only("--margin", a.margin, a.compare, "--compare")
+    only("--budget", a.budget, a.report, "--report")
+    if a.report and a.instructions:
+        p.error("--report does not apply to --instructions: the times are valgrind's (~50x "
+                "native), not what a deployment would see")
     only("--fail-if-slower", a.fail_if_slower, a.compare, "--compare")
     only("--run-spread", a.run_spread, a.compare, "--compare")
     only("--instructions-runs", a.instructions_runs, a.instructions and not a.compare,
@@ -271,7 +304,7 @@ def _check_combinations(p, a):
         p.error("--processes does not apply to --onnx (a session does not pickle)")
     if a.calibrate:
         for flag in ("warmup", "iters", "device", "name", "processes", "json", "markdown",
-                     "plot", "title", "cache"):
+                     "plot", "title", "cache", "report"):
             if getattr(a, flag) is not None:
                 p.error(f"--{flag} does not apply to --calibrate")
     if a.compare:
@@ -543,6 +576,7 @@ def _compare(a):
     if a.fail_if_slower is not None:
         limit = 1 + a.fail_if_slower / 100
         a.gate_failed = [c for c in comparisons if c.verdict == "slower" and c.ratio > limit]
+    a.compared_with = (margin / 100, spread)   # for --report: the same rule
     return base + cand, "\n\n".join(parts), [c.to_dict(exact=True) for c in comparisons]
 
 
@@ -587,7 +621,8 @@ def _check_outputs(a):
     """Before anything runs: every output path can be written (its folder exists and
     takes files; it is not a folder itself), and --plot has matplotlib.  A benchmark that
     runs for minutes and then cannot save its result has wasted them."""
-    for option, path in (("--json", a.json), ("--markdown", a.markdown), ("--plot", a.plot)):
+    for option, path in (("--json", a.json), ("--markdown", a.markdown), ("--plot", a.plot),
+                         ("--report", a.report)):
         if path is None:
             continue
         folder = os.path.dirname(os.path.abspath(path))
@@ -597,6 +632,18 @@ def _check_outputs(a):
             raise _cannot_write(option, path, FileNotFoundError(2, f"no folder {folder}"))
         if not os.access(folder, os.W_OK | os.X_OK):
             raise _cannot_write(option, path, PermissionError(13, "Permission denied"))
+    if a.report and os.path.splitext(a.report)[1].lower() not in (".html", ".htm", ".md",
+                                                                  ".markdown"):
+        raise CliError(f"--report: name the file *.html (a page) or *.md (Markdown), not "
+                       f"{os.path.basename(a.report)!r}")
+    if a.budget:
+        from ._native import BenchmarkStats
+
+        for field, _ in a.budget:
+            value = getattr(BenchmarkStats, field, None)
+            if value is None or callable(value):
+                raise CliError(f"--budget: a result has no figure {field!r} (fields such as "
+                               "p99_ms, median_ms, ram_delta_mb, fps, first_call_ms)")
     if a.plot:
         try:
             import matplotlib  # noqa: F401
@@ -624,6 +671,42 @@ def _plot(a, stats_list, sweep_result):
         raise CliError(f"--plot: {exc}") from None
     except OSError as exc:
         raise _cannot_write("--plot", a.plot, exc) from None
+
+
+def _report(a, stats_list, sweep_result, title):
+    """--report: the readiness report of what this command measured (or compared)."""
+    import copy
+
+    from ._native import compare_benchmarks
+    from .report import write_report
+
+    baseline = None
+    if a.compare:
+        # each candidate against its own baseline, by the rule --compare used; names that
+        # are the same on both sides are told apart by their files
+        n = len(stats_list) // 2
+        base, cand = [copy.copy(s) for s in stats_list[:n]], [copy.copy(s) for s in
+                                                              stats_list[n:]]
+        shared = {s.name for s in base} & {s.name for s in cand}
+        for side, path in ((base, a.compare[0]), (cand, a.compare[1])):
+            for s in side:
+                if s.name in shared:
+                    s.name = f"{s.name} ({os.path.basename(path)})"
+        margin, spread = getattr(a, "compared_with", (None, {}))
+        kw = dict(spread, **({"margin": margin} if margin is not None else {}))
+        results = [*base, *cand, *(compare_benchmarks(b, c, **kw) for b, c in zip(base, cand))]
+        baseline = False
+    else:
+        results = sweep_result if sweep_result is not None else stats_list
+    argv = getattr(a, "argv", None)
+    command = f"{PROG} {shlex.join(argv)}" if argv is not None else None
+    try:
+        write_report(results, a.report, title=title, baseline=baseline,
+                     budgets=dict(a.budget) if a.budget else None, command=command)
+    except OSError as exc:
+        raise _cannot_write("--report", a.report, exc) from None
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"--report: {exc}".replace("write_report(): ", "")) from None
 
 
 def _one_line(exc):
@@ -728,7 +811,10 @@ def _main(a):
             ("--markdown", a.markdown and (lambda: _write("--markdown", a.markdown,
                                                           table + "\n"))),
             ("--plot", a.plot and interrupted is None and (
-                lambda: _plot(a, stats_list, sweep_result)))):
+                lambda: _plot(a, stats_list, sweep_result))),
+            ("--report", a.report and (
+                lambda: _report(a, stats_list, sweep_result,
+                                title if not a.compare else a.title or "Comparison")))):
         if write:
             try:
                 write()
@@ -781,6 +867,7 @@ def main(argv=None):
     parser = build_parser()
     try:
         a = parser.parse_args(argv)
+        a.argv = list(sys.argv[1:] if argv is None else argv)
         _check_combinations(parser, a)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return exc.code if isinstance(exc.code, int) else 2

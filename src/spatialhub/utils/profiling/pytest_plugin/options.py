@@ -328,6 +328,11 @@ def add_options(parser):
              "off: do not. Default: 'auto'")
     add("--benchmark-markdown", metavar="PATH",
         help="(spatialhub) Write a Markdown summary (for a CI job summary) to PATH.")
+    add("--benchmark-report", metavar="PATH",
+        help="(spatialhub) Write the readiness report of this run to PATH: one offline HTML "
+             "page (*.html; figures drawn inline, nothing loaded) or Markdown (*.md): each "
+             "benchmark's percentiles and distribution, the verdicts against the compared "
+             "run, flags in plain words, the environment.")
     add("--benchmark-instructions", action="store_true", default=False,
         help="(spatialhub) Count instructions per call instead of timing: runs this pytest "
              "command again under valgrind's callgrind (~50x slower; needs valgrind), each "
@@ -395,6 +400,15 @@ def judge_options(config):
         raise pytest.UsageError(
             "--benchmark-instructions-runs needs --benchmark-instructions (it is how many "
             "callgrind processes count each benchmark)")
+    report = opt("benchmark_report", None)
+    if report and instructions:
+        raise pytest.UsageError(
+            "--benchmark-report does not apply with --benchmark-instructions: the times are "
+            "valgrind's (~50x native), not what a deployment would see")
+    if report and os.path.splitext(report)[1].lower() not in (".html", ".htm", ".md",
+                                                              ".markdown"):
+        raise pytest.UsageError(f"--benchmark-report: name the file *.html (a page) or *.md "
+                                f"(Markdown), not {os.path.basename(report)!r}")
     if first_or(opt("benchmark_histogram")):
         try:
             import pygal  # noqa: F401

@@ -96,6 +96,7 @@ class BenchmarkSession:
         self.autosave = opt("benchmark_autosave")
         self.json_path = opt("benchmark_json")
         self.markdown_path = opt("benchmark_markdown")
+        self.report_path = opt("benchmark_report")
         self.fail_rules = judged.fail_rules
         self.run_spread = opt("benchmark_run_spread")
         self.use_reference = opt("benchmark_reference") != "off"
@@ -312,10 +313,52 @@ class BenchmarkSession:
                                self.notes + self.measurement_notes()),
                 encoding="utf-8")
             self.logger.info(f"Wrote Markdown summary in: {self.markdown_path}")
+        if self.report_path:
+            self._write_report()
         if self.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.compare_error and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def _write_report(self):
+        """--benchmark-report: the readiness report of the benchmarks run, each with the
+        gate's verdict against the compared run (the same reading the table shows)."""
+        import copy
+        import shlex
+
+        from .._native import Comparison
+        from ..report import write_report
+        from .gate import RESAMPLES
+
+        ran = self._ran()
+        if not ran:
+            self.logger.warning("Not writing the report, no benchmarks have been run!")
+            return
+        names = [fx.name for fx in ran]
+        results = []
+        for fx in ran:
+            s = copy.copy(fx.stats.native)
+            s.name = fx.name if names.count(fx.name) == 1 else fx.fullname
+            results.append(s)
+        for fx, s in zip(ran, list(results)):
+            vd, base = self.verdicts.get(fx.fullname), self.compared.get(fx.fullname)
+            if vd is None or base is None or vd.ratio is None or vd.verdict not in (
+                    "faster", "slower", "same", "inconclusive"):
+                continue
+            saved = report.stats_from_json(base)
+            results.append(Comparison(
+                f"{s.name} ({self.compared_path.name})", s.name, saved.median_ms,
+                s.median_ms, vd.ratio, vd.ci_low, vd.ci_high, vd.verdict, RESAMPLES,
+                reason=vd.reason))
+        args = self.config.invocation_params.args
+        try:
+            write_report(results, self.report_path, title="Benchmarks of the test suite",
+                         baseline=False, command="pytest " + shlex.join(args))
+        except OSError as exc:
+            self.logger.warning(f"Can't write the report {self.report_path}: "
+                                f"{exc.strerror or exc}")
+            return
+        self.logger.info(f"Wrote the readiness report in: {self.report_path}")
 
     def _save(self):
         name = self.save
