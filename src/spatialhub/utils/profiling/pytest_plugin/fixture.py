@@ -147,7 +147,7 @@ def internal_run(func, *args, **kw):
     """``benchmark_callable`` for the harness's own purposes (the reference workload,
     the environment probe, a calibration step): its remarks are dropped, except a
     busy-machine warning, kept for the first result measured on the busy machine."""
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, remedy_words(PYTEST):
         warnings.simplefilter("always", BenchmarkWarning)
         stats = benchmark_callable(func, *args, **kw)
     for w in caught:
@@ -403,7 +403,9 @@ class BenchmarkFixture:
     def __call__(self, function_to_benchmark, *args, **kwargs):
         self._claim("benchmark(...)")
         try:
-            with _awaited(function_to_benchmark) as (func, loop):
+            # every run of the fixture's own (calibration, reference, rounds) speaks the
+            # plugin's options
+            with remedy_words(PYTEST), _awaited(function_to_benchmark) as (func, loop):
                 result = self._raw(func, args, kwargs)
                 self._loop_overhead(loop)
                 return result
@@ -415,7 +417,7 @@ class BenchmarkFixture:
                  warmup_rounds=0, iterations=1):
         self._claim("benchmark.pedantic(...)")
         try:
-            with _awaited(target) as (func, loop):
+            with remedy_words(PYTEST), _awaited(target) as (func, loop):
                 result = self._raw_pedantic(func, args, kwargs, setup, teardown, rounds,
                                             warmup_rounds, iterations)
                 self._loop_overhead(loop)
