@@ -306,7 +306,7 @@ def test_cuda_device_without_driver_refuses_to_time_dispatch(monkeypatch):
         pytest.skip("a CUDA driver is present")
     with pytest.raises(RuntimeError, match="sync_fn"):
         benchmark_callable(lambda: None, device="CUDA")
-    with pytest.warns(prof.VRAMNotTrackedWarning, match="device memory is not tracked") as rec:
+    with pytest.warns(prof.VRAMNotTrackedWarning, match="VRAM not tracked: vram_delta_mb stays 0.0") as rec:
         s = benchmark_callable(lambda: None, device="cuda", sync_fn=lambda: None)
     assert s.vram_delta_mb == 0.0
     w = next(r.message for r in rec if isinstance(r.message, prof.VRAMNotTrackedWarning))

@@ -33,6 +33,10 @@ ITERS = inspect.signature(benchmark_callable).parameters["num_iters"].default
 DEMO_WARMUP = 5            # the demo: the seed's example, 5 warm-up calls
 DEMO_ITERS = ITERS
 TORCH_ITERS = 100          # a torch module: profile_model's default
+# A run that is saved (--json) measures the spread between runs on the default path, in
+# this many fresh processes: a later --compare decides only on a measured spread
+# (docs/statistics.md, "Numbers that hold across runs").
+SAVED_PROCESSES = 10
 
 EPILOG = f"""\
 modes (pick at most one; none runs the demo):
@@ -356,16 +360,33 @@ def _iters(a, default):
     return default
 
 
-def _bench(a):
-    """benchmark_callable, or its pooled repetition in fresh interpreters (--processes)."""
+def _processes(a):
+    """The fresh processes a run takes: --processes; else, for a run that is saved
+    (--json) and not counted, SAVED_PROCESSES, so that the file holds the spread between
+    runs a later --compare needs to decide; else none (one run, in this process)."""
+    if a.processes:
+        return a.processes
+    if a.json and not a.instructions and not a.onnx:
+        return SAVED_PROCESSES
+    return None
+
+
+def _bench(a, fresh=True):
+    """benchmark_callable, or its pooled repetition in fresh interpreters (_processes)."""
     from ._native import benchmark_callable
 
-    if not a.processes:
+    n = _processes(a) if fresh else None
+    if not n:
         return benchmark_callable
     from .runner import benchmark_repeated
 
+    if not a.processes:
+        print(f"{PROG}: measuring in {n} fresh processes: a saved run keeps the spread "
+              f"between runs that --compare decides on (--processes N sets how many)",
+              file=sys.stderr, flush=True)
+
     def repeated(func, *args, **kwargs):
-        return benchmark_repeated(func, *args, repeat=a.processes, **kwargs)
+        return benchmark_repeated(func, *args, repeat=n, **kwargs)
     return repeated
 
 
@@ -454,6 +475,11 @@ def _run_callable(a):
         if a.processes:
             raise CliError("--processes does not apply to a torch module yet: use --callable "
                            "on a function that runs it")
+        if a.json:
+            print(f"{PROG}: note: a torch module is measured in this process only (it does "
+                  f"not go to a fresh one), so no spread between runs is saved and a "
+                  f"--compare of this file cannot decide: --callable on a function that "
+                  f"runs it measures one", file=sys.stderr, flush=True)
         if len(shapes) != 1:
             raise CliError("a torch module needs exactly one --args-shape (its input shape)")
         result = profile_model(
@@ -475,7 +501,7 @@ def _run_callable(a):
     rng = np.random.default_rng(0)
     args = [rng.random(s).astype(dtype) if dtype.kind in "fc" else rng.integers(0, 2, s).astype(dtype)
             for s in shapes]
-    stats = _bench(a)(_Target(a.target, target) if a.processes else target, *args,
+    stats = _bench(a)(_Target(a.target, target) if _processes(a) else target, *args,
                       name=name, device=a.device or "CPU",
                       num_warmup=_warmup(a, WARMUP), num_iters=_iters(a, ITERS), **kw)
     return [stats], a.title, None
@@ -491,6 +517,10 @@ def _run_onnx(a):
     except ImportError:
         raise CliError("--onnx needs onnxruntime: pip install 'spatialhub-profiling[onnx]'") from None
     providers = [p for p in (a.providers or "CPU").split(",") if p.strip()]
+    if a.json:
+        print(f"{PROG}: note: an ONNX session is measured in this process only (it does not "
+              f"go to a fresh one), so no spread between runs is saved and a --compare of "
+              f"this file cannot decide", file=sys.stderr, flush=True)
     result = benchmark_onnx(a.onnx, providers=providers, name=a.name,
                             input_dims=dict(a.input_dim or []),
                             warmup=_warmup(a, WARMUP), iters=_iters(a, ITERS), **_bench_kw(a))
