@@ -172,6 +172,15 @@ def pytest_collection_modifyitems(config, items):
     bs = _session(config)
     if bs is None:
         return
+    if bs.spread_probe:   # a probe of the spread between runs: the benchmarks it was given
+        from .spread import probe_nodes
+
+        keep = probe_nodes()
+        if keep is not None:
+            dropped = [i for i in items if i.nodeid not in keep and
+                       getattr(i, "nodeid", None) not in keep]
+            items[:] = [i for i in items if i not in dropped]
+            config.hook.pytest_deselected(items=dropped)
     skip_bench = pytest.mark.skip(reason="Skipping benchmark (--benchmark-skip active).")
     skip_other = pytest.mark.skip(reason="Skipping non-benchmark (--benchmark-only active).")
     for item in items:

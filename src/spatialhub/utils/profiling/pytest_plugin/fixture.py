@@ -827,7 +827,7 @@ class BenchmarkFixture:
             # the busy-machine warning one of the harness's own runs got (said once per
             # process): this is the first result measured on the busy machine
             if not any(_busy_line(w) is not None for w in self.warnings):
-                self.warnings.append(f"benchmark {self.name!r}:\n  {_busy_note[0]}")
+                self.warnings.append(f"benchmark {self.name!r} (statistics.md#the-causes):\n  {_busy_note[0]}")
             _busy_note.clear()
         elif native.machine_busy is False:   # measured on a quiet machine: none is due
             _busy_note.clear()

@@ -114,7 +114,7 @@ def run_spread_of(medians):
 
 
 def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_runs=None,
-          machine_factor=None, seed=0):
+          machine_factor=None, seed=0, process_medians=None):
     """Compare ``candidate`` with ``baseline`` (``BenchmarkStats`` with raw samples).
 
     ``threshold``: allowed slowdown as a fraction (0.10 = 10%) or None (report only).
@@ -128,6 +128,9 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     ``verdict="no data"`` and never fail)."""
     from .._native import _stats_from_samples, compare_benchmarks
 
+    runs = _by_processes(name, baseline, process_medians, threshold, seed)
+    if runs is not None:
+        return runs
     if (baseline.samples_ms is None or candidate.samples_ms is None
             or len(baseline.samples_ms) == 0 or len(candidate.samples_ms) == 0):
         return Verdict(name, "no data", None, None, None, threshold, False,
@@ -166,6 +169,51 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         reason += f"; machine speed factor {machine_factor!r} unusable: not applied"
     return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, reason,
                    machine_factor if machine_factor is not None else None)
+
+
+#: Process medians a side needs for the spread between runs to be read from them.
+MIN_PROCESSES = 3
+
+
+def _runs_of(medians_s):
+    """Process medians (seconds) as a BenchmarkStats of runs of one sample each (ms)."""
+    from .._native import _stats_from_samples
+
+    s = _stats_from_samples([m * 1e3 for m in medians_s])
+    s.run_sizes = (1,) * len(medians_s)
+    return s
+
+
+def _by_processes(name, baseline, process_medians, threshold, seed):
+    """The verdict from process medians (spread.py), when the new run has enough of them:
+    the core's rule (compare_benchmarks over runs of one median each) on the saved run's
+    process medians, or -- a baseline saved without them -- on its median as one run,
+    with the new run's measured spread standing for the machine's.  None: not enough."""
+    from .._native import compare_benchmarks
+
+    base, cur = process_medians or (None, None)
+    if not cur or len(cur) < MIN_PROCESSES:
+        return None
+    kw = {"margin": min(threshold, 0.99)} if threshold is not None else {}
+    if base and len(base) >= MIN_PROCESSES:
+        c = compare_benchmarks(_runs_of(base), _runs_of(cur), resamples=RESAMPLES, seed=seed,
+                               **kw)
+        basis = f"{len(base)} and {len(cur)} process medians"
+    else:
+        logs = [math.log(m) for m in cur]
+        mean = sum(logs) / len(logs)
+        measured = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        med = getattr(baseline, "median_ms", None)
+        if not med or not med > 0:
+            return None
+        one = [med / 1e3]
+        c = compare_benchmarks(_runs_of(one), _runs_of(cur), resamples=RESAMPLES, seed=seed,
+                               run_spread=min(max(measured, MIN_MEASURED_SPREAD), 0.99), **kw)
+        basis = (f"the saved run without process medians, against {len(cur)}: the new run's "
+                 f"measured spread stands for both")
+    ratio, lo, hi = float(c.ratio), float(c.ci95_low), float(c.ci95_high)
+    fails = threshold is not None and c.verdict == "slower" and ratio > 1.0 + threshold
+    return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, f"{c.reason}; {basis}")
 
 
 # ---- --benchmark-compare-fail rules -------------------------------------------------------
@@ -275,7 +323,7 @@ def _check_threshold(rule, saved_stats, current_stats):
 
 
 def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
-               spread_runs=None, machine_factor=None, seed=0):
+               spread_runs=None, machine_factor=None, seed=0, process_medians=None):
     """The interval rule for the ratio of means.  Its interval is the wider, on each
     side, of (a) the median's interval (``judge``: drift, the run-to-run spread and the
     machine factor) moved onto the ratio of means and (b) the mean's own sampling interval
@@ -283,7 +331,7 @@ def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
     import numpy as np
 
     v = judge(name, baseline, candidate, threshold, run_spread=run_spread,
-              spread_runs=spread_runs, machine_factor=machine_factor, seed=seed)
+              spread_runs=spread_runs, machine_factor=machine_factor, seed=seed, process_medians=process_medians)
     if v.verdict == "no data" or v.ratio is None or not v.ratio > 0:
         return v
     a = np.asarray(baseline.samples_ms, dtype=np.float64)

@@ -19,6 +19,7 @@ from decimal import Decimal
 from .._native import ASSUMED_RUN_SPREAD
 from ..instructions import LAYOUT_SPREAD, RUNS
 from .gate import ALLOWED_FIELDS, HISTORY_RUNS, MIN_SPREAD_RUNS, parse_fail_rule
+from .spread import PROCESSES as SPREAD_PROCESSES
 
 __all__ = ["add_options", "TIMER_DEFAULT", "load_timer", "timer_name", "DEFAULT_COLUMNS",
            "ALLOWED_COLUMNS", "INSTRUCTION_COLUMNS", "SORT_KEYS", "CPROFILE_COLUMNS", "MARKER_OPTIONS",
@@ -207,6 +208,13 @@ def _positive(kind):
 
 # ---- registration ------------------------------------------------------------------------
 
+def _nonnegative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def add_options(parser):
     """Register every option in pytest's ``benchmark`` group (its --help heading)."""
     add = parser.getgroup("benchmark").addoption
@@ -344,6 +352,11 @@ def add_options(parser):
              "processes and report each benchmark's lowest count when they read within "
              f"{100 * LAYOUT_SPREAD:g}%% (a hash collision that depends on where objects "
              f"landed can only add instructions), else this run's own. Default: {RUNS}")
+    add("--benchmark-processes", metavar="NUM", type=_nonnegative_int, default=None,
+        help="(spatialhub) A run that saves or compares runs its benchmarks again in NUM "
+             "fresh pytest processes, briefly, so that each benchmark's spread between runs "
+             "is measured and saved with it: a verdict then rests on this machine's spread, "
+             f"not an assumed one; 0 skips it. Default: {SPREAD_PROCESSES}")
 
 
 def first_or(values, default=None):

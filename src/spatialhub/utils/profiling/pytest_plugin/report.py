@@ -124,6 +124,9 @@ def bench_to_json(fx, include_data=True, verdict=None, checks=None):
         "rel_ci_half_width": _rel_ci(s),
         "reference_s": fx.reference_s,
         "warnings": list(fx.warnings),
+        # this benchmark's median in this process and in fresh ones (spread.py): its
+        # spread between runs, measured
+        "process_medians_s": getattr(fx, "process_medians", None),
     }
     if getattr(s, "counter_source", None) is not None:
         extra["counter_source"] = s.counter_source   # how stats["instructions"] was counted
@@ -276,7 +279,17 @@ def check_saved_run(doc):
         for key in ("reference_s", "ram_delta_mb"):
             number(extra.get(key), f"{at}.spatialhub.{key}", null=True,
                    low=0 if key == "reference_s" else None)
+        for j, x in enumerate(array(extra.get("process_medians_s"),
+                                    f"{at}.spatialhub.process_medians_s", null=True) or ()):
+            number(x, f"{at}.spatialhub.process_medians_s[{j}]", low=0)
     return doc
+
+
+def process_medians(bench):
+    """A saved benchmark's medians of separate processes (seconds; spread.py), or None
+    when it was saved without them (checked by ``check_saved_run``)."""
+    pm = (bench.get("spatialhub") or {}).get("process_medians_s")
+    return [float(x) for x in pm if x and x > 0] if pm else None
 
 
 def history_medians(doc, use_reference):

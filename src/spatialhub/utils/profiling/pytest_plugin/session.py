@@ -12,6 +12,7 @@ import pytest
 
 from .._readback import BadFile, BadValue, read_json
 from ..instructions import active, disagreements, probing
+from . import spread
 from . import report, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
@@ -59,6 +60,11 @@ class BenchmarkSession:
         # a probe of a counted run (instructions.RUNS): counts like the reported run, but
         # writes nothing -- no saved run, no JSON, no Markdown, no histogram, no CSV
         self.probe = self.instructions and probing()
+        # a probe of the spread between runs (spread.py): times like the session, writes
+        # only its medians; and how many such probes a saving or comparing run adds
+        self.spread_probe = spread.probing()
+        n = opt("benchmark_processes")
+        self.processes = spread.default_processes() if n is None else n
         self.cprofile_sort_by = opt("benchmark_cprofile")
         self.cprofile_top = opt("benchmark_cprofile_top")
         self.options = {
@@ -117,8 +123,15 @@ class BenchmarkSession:
 
     def start(self):
         """Load the compared run (its machine_info hooks can reach this session now)."""
-        if self.compare is not None:
+        if self.compare is not None and not self.spread_probe:
             self._load_compared(self.compare)
+
+    def measures_spread(self):
+        """A run that saves or compares measures each benchmark's spread between runs in
+        fresh processes (spread.py), unless asked not to, counted, or itself a probe."""
+        return (self.processes > 0 and not self.instructions and not self.spread_probe
+                and not self.disabled and not self.xdist_worker
+                and bool(self.save or self.autosave or self.compare is not None))
 
     # -- the compared run (configure time) -------------------------------------------------
 
@@ -258,7 +271,9 @@ class BenchmarkSession:
             base_ref = (base.get("spatialhub") or {}).get("reference_s")
             if self.use_reference and base_ref and fx.reference_s:
                 factor = fx.reference_s / float(base_ref)
-            ctx = dict(run_spread=spread, spread_runs=spread_runs, machine_factor=factor)
+            ctx = dict(run_spread=spread, spread_runs=spread_runs, machine_factor=factor,
+                       process_medians=(report.process_medians(base),
+                                        getattr(fx, "process_medians", None)))
             baseline = report.stats_from_json(base)
             saved_stats = dict(base.get("stats") or {})
             current = report.bench_to_json(fx, include_data=False)["stats"]
@@ -292,6 +307,16 @@ class BenchmarkSession:
                        cv.reason)
 
     def finish(self, session):
+        if self.spread_probe:   # a probe: its medians, nothing else
+            spread.record(self._ran())
+            return
+        if self.measures_spread() and self._ran():
+            medians, took = spread.measure(self.config, self._ran(), self.processes,
+                                           lambda text: self.logger.info(text))
+            for fx in self._ran():
+                fx.process_medians = medians.get(fx.fullname)
+            self.notes.append(f"the spread between runs measured in {self.processes} more "
+                              f"fresh processes ({took:.0f} s; --benchmark-processes)")
         # judged first, so that the saved run carries the verdicts; saved whatever the
         # judging does (what was measured is never lost)
         try:
