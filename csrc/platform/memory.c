@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #if !defined(SHP_WINDOWS)
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #endif
 
@@ -424,3 +425,29 @@ shp_window_close(shp_hwm_window *w)
     free(n);
     return d > 0 ? d : 0;
 }
+
+int64_t
+shp_memory_limit_bytes(void)
+{
+#if defined(SHP_WINDOWS)
+    MEMORYSTATUSEX m;
+    m.dwLength = sizeof(m);
+    return GlobalMemoryStatusEx(&m) ? (int64_t)m.ullTotalPhys : -1;
+#else
+    int64_t limit = -1;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0 && pages <= INT64_MAX / size)
+        limit = (int64_t)pages * size;
+#endif
+    const int resources[] = {RLIMIT_AS, RLIMIT_DATA};
+    for (size_t i = 0; i < sizeof resources / sizeof resources[0]; i++) {
+        struct rlimit r;
+        if (getrlimit(resources[i], &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+            r.rlim_cur <= (rlim_t)INT64_MAX && (limit < 0 || (int64_t)r.rlim_cur < limit))
+            limit = (int64_t)r.rlim_cur;
+    }
+    return limit;
+#endif
+}
+

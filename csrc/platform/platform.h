@@ -27,6 +27,10 @@ int64_t shp_process_cpu_ns(void);
 
 /* Current resident set size in bytes; -1 (no exception) if unavailable. */
 int64_t shp_rss_bytes(void);
+/* The most memory this process can have, in bytes: the machine's physical
+ * memory, or the address-space / data limit (setrlimit) when lower; -1 (no
+ * exception) if unknown. */
+int64_t shp_memory_limit_bytes(void);
 
 /*
  * A peak-RSS window.  Opened before warm-up, closed after the timed loop.

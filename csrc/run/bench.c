@@ -57,13 +57,18 @@ as_count(PyObject *v, const char *param, Py_ssize_t min, Py_ssize_t *out, int hu
         Py_DECREF(idx);
         return -1;
     }
-    Py_ssize_t bytes;   /* the samples and their working copy (loop.c) */
+    /* the samples and their working copy (loop.c): they grow as samples arrive, so a
+     * count they could never hold -- more than the machine's memory -- is refused
+     * before the first call rather than met when memory runs out */
+    Py_ssize_t bytes;
+    int64_t ram = huge_is_memory ? shp_memory_limit_bytes() : -1;
     if (overflow > 0 || n > (long long)PY_SSIZE_T_MAX ||
-        shp_size_mul((Py_ssize_t)n, 2 * sizeof(double), &bytes) < 0) {
+        shp_size_mul((Py_ssize_t)n, 2 * sizeof(double), &bytes) < 0 ||
+        (ram > 0 && (int64_t)bytes > ram)) {
         if (huge_is_memory)
             PyErr_Format(PyExc_MemoryError,
-                         FN ": %s=%S needs more memory for its samples than this process can "
-                         "address", param, idx);
+                         FN ": %s=%S needs more memory for its samples (16 bytes a call) than "
+                         "this process can have", param, idx);
         else
             PyErr_Format(PyExc_ValueError, FN ": %s=%S is too large", param, idx);
         Py_DECREF(idx);
