@@ -9,13 +9,13 @@ that not even a mistake here could fetch a resource or run a script.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from . import _native
 from .svg import CSS as FIGURE_CSS
 from .svg import Figure, esc
 
-__all__ = ["Cell", "Span", "P", "Table", "Fig", "Native", "Items", "Pre", "H3", "Block",
+__all__ = ["Cell", "P", "Table", "Fig", "Native", "Items", "Pre", "H3",
            "Section", "html_page", "markdown_page"]
 
 
@@ -28,7 +28,11 @@ class Cell:
     cls: str = ""
 
 
-Span = Union[str, Cell]
+# Type aliases for the checker only: a runtime Union of our classes would sit in typing's
+# cache until the process ends, holding this module's globals -- and with them the core,
+# whose teardown (releasing CUDA contexts, shutting NVML down) then never runs.
+if TYPE_CHECKING:
+    Span = Union[str, Cell]
 
 
 @dataclass
@@ -73,7 +77,8 @@ class H3:
     text: str
 
 
-Block = Union[P, Table, Fig, Native, Items, Pre, H3]
+if TYPE_CHECKING:
+    Block = Union[P, Table, Fig, Native, Items, Pre, H3]
 
 
 @dataclass

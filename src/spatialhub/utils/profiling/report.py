@@ -30,13 +30,14 @@ import numpy as np
 from . import _native
 from ._native import BenchmarkStats, Comparison, compare_benchmarks
 from ._numbers import exact, number
-from ._page import (H3, Cell, Fig, Items, Native, P, Pre, Section, Span, Table, html_page,
+from ._page import (H3, Cell, Fig, Items, Native, P, Pre, Section, Table, html_page,
                     markdown_page)
 from .outputs import OutputCheck
 from .svg import ALARM, DASHES, PALETTE, Figure
 from .sweeps import SweepResult, throughput_unit
 
 if TYPE_CHECKING:
+    from ._page import Span
     Path = Union[str, "os.PathLike[str]"]
     Budgets = Mapping[str, Union[float, Mapping[str, float]]]
 
