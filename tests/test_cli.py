@@ -48,8 +48,10 @@ def test_json_and_markdown_files_hold_the_run(demo_json):
     d, proc = demo_json
     data = json.loads((d / "a.json").read_text())
     assert (data["name"], data["device"]) == ("ImagePreprocessor", "CPU")
-    assert (data["warmup_iters"], data["timed_iters"]) == (2, 20)
-    assert len(data["samples_ms"]) == 20
+    # a saved run measures the spread between runs: 10 fresh processes, 2 + 20 calls each
+    assert data["run_sizes"] == [20] * 10
+    assert (data["warmup_iters"], data["timed_iters"]) == (2 * 10, 20 * 10)
+    assert len(data["samples_ms"]) == 200
     assert data["min_ms"] <= data["median_ms"] <= data["max_ms"]
     assert (d / "a.md").read_text() == proc.stdout
 
@@ -120,7 +122,9 @@ def test_callable_gets_one_random_array_per_args_shape(tmp_path):
                "--iters", 7, "--warmup", 1, "--json", tmp_path / "r.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "r.json").read_text())
-    assert (data["name"], data["timed_iters"], data["warmup_iters"]) == ("add", 7, 1)
+    # 10 fresh processes (a saved run's default), each importing userops and timing 1 + 7 calls
+    assert (data["name"], data["run_sizes"]) == ("add", [7] * 10)
+    assert (data["timed_iters"], data["warmup_iters"]) == (70, 10)
     assert "| **add** |" in proc.stdout
 
 

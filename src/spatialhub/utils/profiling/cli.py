@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import shlex
 import sys
@@ -20,7 +21,6 @@ import numpy as np
 
 from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
-from ._numbers import number as _number
 from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
