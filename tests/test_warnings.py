@@ -117,7 +117,7 @@ def test_each_cause_is_one_short_line_in_the_callers_words():
                     assert named in known, (words, cls, named)
     t = _native._warning_texts(EXAMPLE)
     assert "raise num_warmup" in t["DriftingWarning"] and "18%" not in t["DriftingWarning"]
-    assert "the latency moved 20% over the run" in t["DriftingWarning"]   # coarse: to 10%
+    assert "drifting: latency moved 20% over the run" in t["DriftingWarning"]   # coarse: to 10%
     assert "set num_warmup to 1,200,000 or more" in t["WarmupWarning"]     # 2 digits
     with _words.remedy_words(_words.MODELS):
         assert "raise warmup" in _native._warning_texts(EXAMPLE)["DriftingWarning"]
@@ -288,6 +288,19 @@ def test_a_warning_is_at_most_five_lines_whatever_its_causes():
     assert len(_native._warning_lines(labels[:4], EXAMPLE)) == 4   # four fit as they are
     with pytest.raises(ValueError, match="a cause label"):
         _native._warning_lines(("no such cause",), None)
+
+
+def test_a_share_near_all_reads_nearly_all_and_never_as_a_ratio():
+    """A share is said in tens of percent; from 95% on "nearly all" -- "1.0x of the time"
+    would read as a ratio."""
+    def line(cause, **attrs):
+        (text,) = _native._warning_lines((cause,), attrs)
+        return text
+    assert "took nearly all of the time" in line("launch-bound", host_share=0.996)
+    assert "took 50% of the time" in line("launch-bound", host_share=0.5)
+    assert "others used nearly all of the CPUs" in line("busy machine", others_cpu_share=0.97)
+    assert "others used 90% of the CPUs" in line("busy machine", others_cpu_share=0.94)
+    assert "1.0x" not in line("multimodal", mode_low_ms=1.0, mode_high_ms=2.0, slow_share=0.99)
 
 
 def test_the_demo_writes_at_most_five_short_lines_to_stderr(tmp_path):

@@ -408,6 +408,17 @@ torch_threads(void)
     return k > 0 && k < INT_MAX ? (int)k : 0;
 }
 
+/* A share (0 to 1) said coarsely: "40%" (to 10%), "nearly all" from 95% on --
+ * where coarse() would say "1.0x" -- and "some" when unknown. */
+static void
+coarse_share(double x, char *buf, size_t n)
+{
+    if (x >= 0.95)
+        PyOS_snprintf(buf, n, "nearly all");
+    else
+        coarse(x, buf, n);
+}
+
 /* The one line of cause c, without its label: what was seen, coarsely, and
  * the remedy in the words in effect.  Into buf (always terminated). */
 static void
@@ -427,24 +438,24 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
     case SHP_CAUSE_MULTIMODAL: {
         double lo = number(a, "mode_low_ms"), hi = number(a, "mode_high_ms");
         coarse(lo > 0 ? hi / lo : NAN, x, sizeof x);
-        coarse(number(a, "slow_share"), y, sizeof y);
+        coarse_share(number(a, "slow_share"), y, sizeof y);
         if (threads > 1)
-            PyOS_snprintf(buf, n, "two modes %s apart, %s slow -- %d torch threads: "
+            PyOS_snprintf(buf, n, "modes %s apart, %s slow -- %d torch threads: "
                           "torch.set_num_threads(1)", x, y, threads);
         else
-            PyOS_snprintf(buf, n, "two modes %s apart, %s slow -- raise %s, then %s", x, y,
+            PyOS_snprintf(buf, n, "modes %s apart, %s slow -- raise %s, then %s", x, y,
                           w->warmup, w->repeat);
         break;
     }
     case SHP_CAUSE_DRIFTING:
         coarse(fabs(number(a, "drift")), x, sizeof x);
-        PyOS_snprintf(buf, n, "the latency moved %s over the run -- raise %s, or %s", x,
+        PyOS_snprintf(buf, n, "latency moved %s over the run -- raise %s, or %s", x,
                       w->warmup, w->repeat);
         break;
     case SHP_CAUSE_BUSY: {
         double share = number(a, "others_cpu_share");
         if (share >= 0.0) {
-            coarse(share, x, sizeof x);
+            coarse_share(share, x, sizeof x);
             PyOS_snprintf(buf, n, "others used %s of the CPUs -- stop them, or use %s", x,
                           w->compare);
         }
@@ -454,7 +465,7 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
         break;
     }
     case SHP_CAUSE_LAUNCH_BOUND:
-        coarse(number(a, "host_share"), x, sizeof x);
+        coarse_share(number(a, "host_share"), x, sizeof x);
         PyOS_snprintf(buf, n, "the host's launch took %s of the time -- more work per call, "
                       "or a CUDA graph", x);
         break;
