@@ -277,8 +277,16 @@ static PyMethodDef comparison_methods[] = {
      "to_dict($self, /, *, exact=False)\n"
      "--\n"
      "\n"
-     "The fields as a dict, ratios rounded to 4 decimals (exact=True: unrounded, what a\n"
-     "saved verdict needs)."},
+     "The fields as a dict, ratios rounded to 4 decimals for reading.\n"
+     "\n"
+     "Parameters\n"
+     "----------\n"
+     "exact : bool, default False\n"
+     "    Every value unrounded, as a saved verdict needs (the CLI's --json writes it).\n"
+     "\n"
+     "Returns\n"
+     "-------\n"
+     "dict"},
     {"__reduce__", Cmp_reduce, METH_NOARGS, "Pickle support."},
     {"__setstate__", Cmp_setstate, METH_O, "Pickle support."},
     {"_repr_markdown_", Cmp_markdown, METH_NOARGS, "Markdown table (Jupyter)."},
