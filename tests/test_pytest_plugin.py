@@ -385,9 +385,11 @@ GATE_SRC = """
 
 def test_save_compare_and_gate(tmp_path):
     # the spin waits for the clock, so it does not follow the machine's speed: no
-    # machine-speed correction here (it would be wrong for this workload)
+    # machine-speed correction here (it would be wrong for this workload).  Inside this
+    # suite's own test the plugin's spread probes are off by default (PYTEST_CURRENT_TEST):
+    # asked for, 3 fresh processes per run measure the spread the gate decides on.
     args = ["--benchmark-max-time=0.2", "--benchmark-max-rounds=2000",
-            "--benchmark-reference=off"]
+            "--benchmark-reference=off", "--benchmark-processes=3"]
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-save=base", *args)
     assert rc == 0, out
     saved = sorted((tmp_path / ".benchmarks").glob("*/0001_base.json"))
@@ -413,6 +415,23 @@ def test_save_compare_and_gate(tmp_path):
                          "--benchmark-compare-fail=median:300%", *args, env={"FACTOR": "2"})
     assert rc == 0, out
     assert "Gate passed" in out
+
+
+def test_a_gate_that_measured_no_spread_says_it_did_not_judge(tmp_path):
+    """No process medians (probes off) and one saved run: a 2x slowdown cannot be called
+    on an assumed spread.  The gate does not fail it, and does not hide it either: the
+    summary counts it as not judged and prints its reason, with what would measure it."""
+    args = ["--benchmark-max-time=0.1", "--benchmark-reference=off",
+            "--benchmark-processes=0"]
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-save=base", *args)
+    assert rc == 0, out
+    rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare=0001",
+                         "--benchmark-compare-fail=median:10%", *args, env={"FACTOR": "2"})
+    assert rc == 0, out
+    flat = " ".join(out.split())
+    assert "inconclusive" in flat and "1 not judged" in flat, out
+    assert "no spread measured yet (--benchmark-processes 3 or more measures it)" in flat, out
+    assert "benchmark_repeated" not in flat, out      # the plugin's words, not ours
 
 
 def test_compare_fail_needs_compare_and_a_known_field(tmp_path):
@@ -525,9 +544,10 @@ def test_ownership_with_the_real_pytest_benchmark(tmp_path):
 
 
 def test_gate_spread_comes_from_saved_runs_and_is_t_adjusted_for_how_few_they_are():
-    """Under 3 saved runs nothing is measured and the library's single-run assumption
-    (15%) holds: a 1.3x change is not enough to fail, 1.8x is.  Measured from 10 saved
-    runs (3%, taken as 5% at least), 1.3x fails; from 3 runs the same 3% is too rough an
+    """Under 3 saved runs, with no process medians, nothing is measured: the library's
+    single-run assumption (15%) may explain a reading, never decide it -- even 1.8x is
+    "inconclusive", and the gate says it could not judge.  Measured from 10 saved runs
+    (3%, taken as 5% at least), 1.3x fails; from 3 runs the same 3% is too rough an
     estimate (t with 2 degrees of freedom) to fail 1.3x."""
     import numpy as np
 
@@ -541,9 +561,11 @@ def test_gate_spread_comes_from_saved_runs_and_is_t_adjusted_for_how_few_they_ar
     base, mid, big = steady(1.0, 1), steady(1.3, 2), steady(1.8, 3)
     v = judge("t", base, mid, 0.10)
     assert not v.fails and v.verdict == "inconclusive" and "no spread measured yet" in v.reason
-    assert "15%" in v.reason
+    assert "15%" in v.reason and "--benchmark-processes 3 or more measures it" in v.reason
+    assert not v.spread_known
     v = judge("t", base, big, 0.10)
-    assert v.fails and v.verdict == "slower"
+    assert not v.fails and v.verdict == "inconclusive" and not v.spread_known
+    assert "excludes 1" in v.reason     # what the assumption would say, said as such
     v = judge("t", base, mid, 0.10, run_spread=0.03, spread_runs=10)
     assert v.fails and "from 10 saved runs" in v.reason
     v = judge("t", base, mid, 0.10, run_spread=0.03, spread_runs=3)

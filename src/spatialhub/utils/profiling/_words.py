@@ -29,8 +29,9 @@ MODELS: Words = ("warmup", "iters", "a second run", "compare_callables",
 COMPARE: Words = ("num_warmup", "rounds", "a second comparison", "more rounds",
                   "spatialhub-bench --instructions")
 CLI: Words = ("--warmup", "--iters", "--processes", "--instructions", "--instructions")
-PYTEST: Words = ("--benchmark-warmup-iterations", "--benchmark-min-rounds", "a second run",
-                 "--benchmark-instructions", "--benchmark-instructions")
+PYTEST: Words = ("--benchmark-warmup-iterations", "--benchmark-min-rounds",
+                 "--benchmark-processes", "--benchmark-instructions",
+                 "--benchmark-instructions")
 
 
 def current() -> Words:

@@ -80,6 +80,8 @@ MIN_MEASURED_SPREAD = 0.05
 # The spread is measured from the saved runs once there are this many (fewer: the
 # single-run assumption, ASSUMED_RUN_SPREAD), from the last HISTORY_RUNS of them.
 MIN_SPREAD_RUNS = 3
+#: Process medians a side needs for the spread between runs to be read from them.
+MIN_PROCESSES = 3
 HISTORY_RUNS = 10
 
 
@@ -96,6 +98,7 @@ class Verdict:
     fails: bool                  # this benchmark fails the gate
     reason: str                  # one line a reader can act on
     machine_factor: Optional[float] = None   # reference now / reference then (1.3: slower machine)
+    spread_known: bool = True    # False: no between-run spread measured or given (it cannot fail)
 
 
 def t975(df):
@@ -153,7 +156,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         basis = "run-to-run spread given"
     else:
         spread = None      # compare_benchmarks' own assumption for single runs
-        basis = f"under {MIN_SPREAD_RUNS} saved runs: no spread measured yet"
+        basis = (f"under {MIN_SPREAD_RUNS} saved runs and no process medians: no spread "
+                 f"measured yet (--benchmark-processes {MIN_PROCESSES} or more measures it)")
     # margin and run_spread must lie in [0, 1): a threshold of 150% still fails only
     # beyond 2.5x (the ratio test below), with the widest margin it accepts
     kw = {"margin": min(threshold, 0.99)} if threshold is not None else {}
@@ -168,11 +172,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     elif machine_factor is not None:
         reason += f"; machine speed factor {machine_factor!r} unusable: not applied"
     return Verdict(name, c.verdict, ratio, lo, hi, threshold, fails, reason,
-                   machine_factor if machine_factor is not None else None)
-
-
-#: Process medians a side needs for the spread between runs to be read from them.
-MIN_PROCESSES = 3
+                   machine_factor if machine_factor is not None else None,
+                   spread_known=spread is not None)
 
 
 def _runs_of(medians_s):
@@ -250,6 +251,15 @@ def parse_fail_rule(text):
     if m.group("pct") is not None:
         return FailRule(m.group("field"), "pct", float(m.group("pct")), str(text).strip())
     return FailRule(m.group("field"), "abs", float(m.group("abs")), str(text).strip())
+
+
+def undecided(check):
+    """True when ``check`` (a time rule judged by its interval) could not be decided: the
+    saved run has no samples, or no between-run spread was measured yet -- the gate passes
+    it, and says so, rather than fail or pass it on an assumption."""
+    v = check.verdict
+    return (check.rule.method == "interval" and v is not None and not check.fails
+            and (v.verdict == "no data" or (v.verdict == "inconclusive" and not v.spread_known)))
 
 
 @dataclass(frozen=True)
@@ -355,8 +365,13 @@ def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
     hi = max(ratio * v.ci_high / v.ratio, ratio * math.exp(q))
     margin = min(threshold, 0.99) if threshold is not None else DEFAULT_MARGIN
     verdict = _judge(ratio, lo, hi, margin)   # the margin rule of every verdict
+    if not v.spread_known:
+        # with no between-run spread measured, no verdict (as for the median), whatever
+        # the mean's interval within one run says
+        verdict = "inconclusive"
     fails = threshold is not None and verdict == "slower" and ratio > 1.0 + threshold
     basis = v.reason.rsplit("; ", 1)[-1] if "; " in v.reason else v.reason
     reason = (f"mean {ratio:.3f}x, 95% interval [{lo:.3f}, {hi:.3f}]: {verdict} (the "
               f"median's run-to-run allowance and the mean's own sampling error; {basis})")
-    return Verdict(name, verdict, ratio, lo, hi, threshold, fails, reason, v.machine_factor)
+    return Verdict(name, verdict, ratio, lo, hi, threshold, fails, reason, v.machine_factor,
+                   spread_known=v.spread_known)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from .._readback import BadFile, BadValue, read_json
+from .._words import PYTEST, remedy_words
 from ..instructions import active, disagreements, probing
-from . import spread
-from . import report, table
+from . import report, spread, table
 from .fixture import BenchmarkFixture, _fmt_time
 from .gate import HISTORY_RUNS as _HISTORY_RUNS
-from .gate import Verdict, check, judge, run_spread_of
+from .gate import Verdict, check, judge, run_spread_of, undecided
 from .logger import Logger
 from .options import (DEFAULT_COLUMNS, INSTRUCTION_COLUMNS, first_or, judge_options,
                       load_timer, timer_name)
@@ -257,6 +257,11 @@ class BenchmarkSession:
         return [fx for fx in self.fixtures if not fx.has_error and fx.stats is not None]
 
     def _judge_all(self):
+        # the verdicts' reasons name this plugin's options, not our Python functions
+        with remedy_words(PYTEST):
+            self._judge_each()
+
+    def _judge_each(self):
         interval_rules = [r for r in self.fail_rules if r.method == "interval"]
         for fx in self._ran():
             base = self.compared.get(fx.fullname)
@@ -493,8 +498,13 @@ class BenchmarkSession:
         if failing:
             return (f"**Performance has regressed**: {len(failing)} benchmark(s) beyond "
                     f"`{rules}` against `{name}` ({how}).")
+        open_ = sum(any(undecided(c) for c in checks) for checks in self.checks.values())
+        if not open_:
+            return (f"Gate passed: no benchmark beyond `{rules}` against `{name}` "
+                    f"({len(self.checks)} compared; {how}).")
         return (f"Gate passed: no benchmark beyond `{rules}` against `{name}` "
-                f"({len(self.checks)} compared; {how}).")
+                f"({len(self.checks)} compared; {how}); **{open_} not judged** (each "
+                "one's reason says why, and what would let it be judged).")
 
     def display(self, tr):
         if self.probe:
@@ -517,7 +527,7 @@ class BenchmarkSession:
             tr.write_line(f"  note: {n}")
         for fullname, checks in self.checks.items():
             for c in checks:
-                if c.fails or self.verbose:
+                if c.fails or self.verbose or undecided(c):
                     tr.write_line(f"  {fullname}: {c.reason}", red=c.fails)
         if self.compared and not self.fail_rules and self.verbose:
             for fullname, vd in self.verdicts.items():
