@@ -119,21 +119,25 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "their place). Remedy: a machine whose kernel exposes the CPU's counters (bare "
         "metal, or a VM with a virtual PMU), or instruction counts under callgrind "
         "(spatialhub-bench --instructions, pytest --benchmark-instructions)"},
+    [SHP_CAUSE_OVERLOADED] = {"OverloadedWarning",
+        "Requests arrived faster than they were served: the backlog grew.",
+        "the backlog grew all run (stats.backlog_growth_qps). Remedy: lower {qps} or "
+        "raise {workers}"},
 };
 
 /* The words of a remedy: what the user can change in the interface they
  * called (its parameters, the CLI's flags, the plugin's options).  Each caller
  * passes its own down as data (the context variable _native._remedy_words, a
- * tuple of four str, set by the package's remedy_words()); a call made
+ * tuple of six str, set by the package's remedy_words()); a call made
  * directly gets benchmark_callable's. */
 typedef struct {
-    const char *warmup, *iters, *repeat, *compare;
+    const char *warmup, *iters, *repeat, *compare, *qps, *workers;
 } entry_names;
 
-#define N_WORDS 4
+#define N_WORDS 6
 static const entry_names for_callable = {
     "num_warmup", "num_iters", "repetitions in fresh processes (benchmark_repeated)",
-    "compare_callables"};
+    "compare_callables", "qps", "workers"};
 
 /* ---- collecting ---------------------------------------------------------- */
 
@@ -355,16 +359,21 @@ words_in_effect(shp_state *st, entry_names *out, PyObject **hold)
     out->iters = w[1];
     out->repeat = w[2];
     out->compare = w[3];
+    out->qps = w[4];
+    out->workers = w[5];
     *hold = v;
 }
 
-/* text with {warmup} {iters} {repeat} {compare} replaced.  New str. */
+/* text with {warmup} {iters} {repeat} {compare} {qps} {workers} replaced.
+ * New str. */
 static PyObject *
 fill(const char *text, const entry_names *names)
 {
     PyObject *s = PyUnicode_FromString(text);
-    const char *keys[N_WORDS] = {"{warmup}", "{iters}", "{repeat}", "{compare}"};
-    const char *vals[N_WORDS] = {names->warmup, names->iters, names->repeat, names->compare};
+    const char *keys[N_WORDS] = {"{warmup}", "{iters}", "{repeat}", "{compare}", "{qps}",
+                                 "{workers}"};
+    const char *vals[N_WORDS] = {names->warmup, names->iters, names->repeat, names->compare,
+                                 names->qps, names->workers};
     for (int i = 0; s != NULL && i < N_WORDS; i++) {
         PyObject *k = PyUnicode_FromString(keys[i]), *v = PyUnicode_FromString(vals[i]);
         PyObject *r = k && v ? PyUnicode_Replace(s, k, v, -1) : NULL;

@@ -6,10 +6,11 @@ composes the text; each caller passes its words down with :func:`remedy_words` (
 context variable, so nested and concurrent callers keep their own).  A direct
 ``benchmark_callable`` call gets :data:`CALLABLE`'s words, which the core holds too.
 
-Each entry is ``(warmup, iters, repeat, compare)``: the knob that lengthens the
-warm-up, the one that takes more timed calls, how to repeat the measurement in fresh
-processes, and how to answer an A/B question whatever the neighbours do (interleaved
-sides, or instruction counts where the interface has no interleaving).
+Each entry is ``(warmup, iters, repeat, compare, qps, workers)``: the knob that
+lengthens the warm-up, the one that takes more timed calls, how to repeat the
+measurement in fresh processes, how to answer an A/B question whatever the neighbours do
+(interleaved sides, or instruction counts where the interface has no interleaving), and
+a run under load's rate and its serving threads (``benchmark_load``).
 """
 from __future__ import annotations
 
@@ -18,16 +19,20 @@ from typing import Iterator, Tuple
 
 from . import _native
 
-Words = Tuple[str, str, str, str]
+Words = Tuple[str, str, str, str, str, str]
 
 CALLABLE: Words = ("num_warmup", "num_iters",
-                   "repetitions in fresh processes (benchmark_repeated)", "compare_callables")
-MODELS: Words = ("warmup", "iters", "a second run of the script", "compare_callables")
-COMPARE: Words = ("num_warmup", "rounds", "a second comparison", "more rounds")
-CLI: Words = ("--warmup", "--iters", "--processes", "--instructions")
+                   "repetitions in fresh processes (benchmark_repeated)", "compare_callables",
+                   "qps", "workers")
+MODELS: Words = ("warmup", "iters", "a second run of the script", "compare_callables",
+                 "qps", "workers")
+COMPARE: Words = ("num_warmup", "rounds", "a second comparison", "more rounds",
+                  "qps", "workers")
+CLI: Words = ("--warmup", "--iters", "--processes", "--instructions", "--qps", "--workers")
+# benchmark.load(func, qps=..., workers=...) takes benchmark_load's own parameters
 PYTEST: Words = ("--benchmark-warmup-iterations (with --benchmark-warmup=on)",
                  "--benchmark-min-rounds", "a second run of the suite",
-                 "--benchmark-instructions")
+                 "--benchmark-instructions", "qps", "workers")
 
 
 def current() -> Words:
