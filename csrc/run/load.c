@@ -188,9 +188,10 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, load_opts
     if (o->window_ns < 1)
         return shp_arg_value_error(FN, "duration_s", "at least a nanosecond", v[OPT_DURATION]);
     if (timed && o->qps * o->duration_s > (double)SHP_LOAD_MAX_REQUESTS) {
-        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %.0f requests; at most "
+        /* (PyErr_Format has no %f) */
+        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %lld requests; at most "
                      "%zd fit in one run (lower qps or duration_s)",
-                     o->qps * o->duration_s, (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
+                     (long long)(o->qps * o->duration_s), (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
         return -1;
     }
     o->workers = 1;

@@ -665,7 +665,8 @@ shp_load_summarize(shp_LoadStats *s)
     Py_ssize_t n = lat->x != NULL ? lat->n : 0;
     if (n == 0)
         return 0;
-    static const double q[4] = {0.5, 0.9, 0.99, 0.999};
+    /* as NumPy turns percentiles into fractions: 99.9 / 100 is not the literal 0.999 */
+    static const double q[4] = {50 / 100.0, 90 / 100.0, 99 / 100.0, 99.9 / 100.0};
     double p[4];
     if (summarise(lat->x, n, q, 4, p, &s->mean_ms, &s->max_ms) < 0)
         return -1;
