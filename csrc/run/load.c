@@ -21,7 +21,9 @@
  *
  * The calling thread holds no GIL while the workers run: it waits on the
  * monitor and, every SHP_LOAD_POLL_NS, takes the GIL to run the signal
- * handlers.  A Ctrl-C stops the run: the workers finish the call they are
+ * handlers -- at a moment no worker is in a call, when one comes within
+ * SHP_LOAD_QUIET_NS, so that the check does not stall a call that holds the
+ * GIL.  A Ctrl-C stops the run: the workers finish the call they are
  * in and are joined, and BenchmarkInterrupted carries what was measured.  An
  * exception in a worker stops the run the same way and then propagates,
  * unchanged but for a note naming the request (and .stats when it has no
@@ -82,6 +84,8 @@ typedef struct {
     Py_ssize_t h, taken_before_h;     /* max_queue: requests before h left the queue */
     int go, stop, oom;
     Py_ssize_t ready, live, start_failed;
+    Py_ssize_t calling;               /* workers between taking a request and its end */
+    int want_quiet;                   /* the calling thread waits for calling == 0 */
     /* the first exception of a worker (GIL), and where it came from */
     PyObject *err_type, *err_value, *err_tb;
     Py_ssize_t err_request;
@@ -431,6 +435,7 @@ worker_main(void *arg)
             shp_monitor_wait_until(r->m, due - SHP_LOAD_SPIN_NS);
         if (r->stop)
             break;   /* claimed, never started: unserved */
+        r->calling++;
         shp_monitor_unlock(r->m);
         shp_spin_until(due);
         int64_t start = shp_now_ns(), end = 0;
@@ -443,10 +448,11 @@ worker_main(void *arg)
         q->outcome = rc < 0 ? OUT_FAILED : OUT_DONE;
         free_ns = end;
         shp_monitor_lock(r->m);
-        if (rc < 0) {
+        r->calling--;
+        if (rc < 0)
             r->stop = 1;
+        if (rc < 0 || (r->want_quiet && r->calling == 0))
             shp_monitor_notify_all(r->m);
-        }
     }
     shp_monitor_unlock(r->m);
     PyEval_RestoreThread(ts);
@@ -499,6 +505,13 @@ drive(load_run *r, worker *ws, Py_ssize_t nworkers, int *interrupted)
         int64_t until = shp_now_ns() + SHP_LOAD_POLL_NS;
         while (r->live > 0 && shp_now_ns() < until)
             shp_monitor_wait_until(r->m, until);
+        /* the GIL is taken when no worker is in a call, if one comes soon: taking it
+         * from a call that holds it would stall that call for a switch interval */
+        r->want_quiet = 1;
+        until = shp_now_ns() + SHP_LOAD_QUIET_NS;
+        while (r->live > 0 && r->calling > 0 && shp_now_ns() < until)
+            shp_monitor_wait_until(r->m, until);
+        r->want_quiet = 0;
         done = r->live == 0;
         shp_monitor_unlock(r->m);
         Py_END_ALLOW_THREADS

@@ -277,9 +277,9 @@ def mlperf_single_stream(
     completed; its figure is the 90th percentile of latency (``p90_ms``, with its
     interval from ``percentile_ci(90)``).
 
-    ``benchmark_load(func, arrival='closed', workers=1)`` for duration_s seconds.
-    MLPerf also requires at least 1,024 queries and 60 s; docs/load.md sets its
-    definitions beside ours.
+    ``benchmark_load(func, arrival='closed', workers=1)`` for duration_s seconds; the
+    latency counts the harness's hand-over between queries (``lag_ms``), which MLPerf's
+    loadgen leaves out.  docs/load.md sets its definitions beside ours.
 
     Parameters
     ----------
