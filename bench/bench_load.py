@@ -5,10 +5,10 @@
 Four experiments, each against what theory says for the same arrivals:
 
 1. M/D/1: a busy-wait of SERVICE_MS, one worker, utilisation 0.5 (Poisson arrivals at
-   0.5 / SERVICE_MS), ROUNDS runs of DURATION_S.  Each run's mean and p99 against
-   Lindley's recursion on the *same* arrivals with the nominal service time (target:
-   within 10%), and against an independent draw of LONG_ARRIVALS arrivals (the law
-   itself; target: within a third).  The round with the median p99 ratio is the figure.
+   0.5 / SERVICE_MS), runs of DURATION_S.  Each run's mean and p99 against Lindley's
+   recursion on the *same* arrivals with the nominal service time (target: within 10%),
+   and against an independent draw of LONG_ARRIVALS arrivals (the law itself; target:
+   within a third).  The figure is the first *clean* round of at most ROUNDS (below).
 2. M/D/c: 4 workers on a 5 ms time.sleep (it releases the GIL) at 400/s (utilisation 0.5):
    p50 about 5 ms (target: within 10%), the M/D/4 recursion on the same arrivals with the
    measured median service beside it; and 1 worker at the same rate is reported
@@ -19,10 +19,16 @@ Four experiments, each against what theory says for the same arrivals:
    p99 is over 50 ms (target).
 4. The peak: find_peak_qps for the M/D/1 busy-wait of PEAK_SERVICE_MS and a p99 bound of
    PEAK_BOUND_MS, against the rate at which M/D/1's p99 meets that bound exactly
-   (Erlang's formula for the waiting time; target: within 15%).
+   (Erlang's formula for the waiting time; target: within 15%).  The figure is the first
+   clean search of at most SEARCHES.
 
-Busy-waits measure wall time: on a shared machine a preempted call takes longer, which is
-what the harness then (rightly) reports; the table says the load average before and after.
+Clean.  A busy-wait measures wall time: when another process takes its CPU, the call
+takes longer and the worker wakes late -- which the harness reports, rightly, but then the
+server is no longer the deterministic one the theory is about.  A run is clean when its
+own records show the machine left it alone: service p99 within CLEAN_SERVICE of the
+nominal time and the harness's lag p99 under CLEAN_LAG_MS (a search: every probe).  The
+rule is fixed here, before any result is seen; every round is printed, the ones set aside
+too, with the load average before and after.
 """
 import math
 import os
@@ -34,7 +40,7 @@ from _common import Figure, ensure_importable, load_average, print_details, quie
 
 SERVICE_MS = 2.0
 DURATION_S = 10.0
-ROUNDS = 3
+ROUNDS = 8
 LONG_ARRIVALS = 1_000_000
 SLEEP_MS = 5.0
 MDC_QPS = 400.0
@@ -44,6 +50,9 @@ STALL_EVERY = 500
 STALL_QPS = 200.0
 PEAK_SERVICE_MS = 2.0
 PEAK_BOUND_MS = 10.0
+SEARCHES = 3
+CLEAN_SERVICE = 0.05     # service p99 at most 5% over the nominal busy-wait
+CLEAN_LAG_MS = 0.1       # the harness's lag p99 under 0.1 ms
 TARGET_SAME = 0.10       # M/D/1 vs Lindley on the same arrivals
 TARGET_INDEPENDENT = 1 / 3
 TARGET_P50 = 0.10        # M/D/4: p50 within 10% of the 5 ms sleep
@@ -60,6 +69,13 @@ def busy_wait(ms):
         while time.perf_counter() < end:
             pass
     return work
+
+
+def clean(service_p99_ms, lag_p99_ms, nominal_ms):
+    """The machine left the run alone: its busy-waits took their nominal time (p99) and
+    the workers woke on time (lag p99)."""
+    return (service_p99_ms is not None and service_p99_ms <= nominal_ms * (1 + CLEAN_SERVICE)
+            and lag_p99_ms is not None and lag_p99_ms < CLEAN_LAG_MS)
 
 
 def md1_wait_cdf(t, lam, d):
@@ -106,24 +122,32 @@ def run(quick=False):
     qps = 0.5 / (SERVICE_MS / 1e3)
     long = independent_lindley(np, prof, qps, SERVICE_MS, 100_000 if quick else LONG_ARRIVALS)
     long_mean, long_p99 = float(long.mean()), float(np.percentile(long, 99))
-    rows, cases = [], []
+    rows, cases, chosen = [], [], None
     for r in range(rounds):
         s = prof.benchmark_load(busy_wait(SERVICE_MS), qps=qps, duration_s=duration,
                                 seed=100 + r, name="busy-wait")
         same = prof._native._fcfs_latencies(s.arrivals_ms, np.full(s.completed, SERVICE_MS))
         same_mean, same_p99 = float(same.mean()), float(np.percentile(same, 99))
+        ok = clean(s.service_p99_ms, s.lag_p99_ms, SERVICE_MS)
         cases.append((s.mean_ms / same_mean, s.p99_ms / same_p99, s, same_mean, same_p99))
-        rows.append((r + 1, s.completed, f"{s.service_mean_ms:.3f}", f"{s.lag_p99_ms:.3f}",
-                     f"{s.mean_ms:.3f}", f"{same_mean:.3f}", f"{long_mean:.3f}",
+        rows.append((r + 1, s.completed, f"{s.service_p99_ms:.3f}", f"{s.lag_p99_ms:.3f}",
+                     "yes" if ok else "no", f"{s.mean_ms:.3f}", f"{same_mean:.3f}",
+                     f"{long_mean:.3f}",
                      f"{s.p99_ms:.2f} [{s.p99_ci_low_ms:.2f}, {s.p99_ci_high_ms:.2f}]",
-                     f"{same_p99:.2f}", f"{long_p99:.2f}"))
+                     f"{same_p99:.2f}", f"{long_p99:.2f}", f"{load_average():.2f}"))
+        if ok:
+            chosen = cases[-1]
+            break
     print_details(f"13a. M/D/1: busy-wait {SERVICE_MS:g} ms, 1 worker, {qps:g} req/s "
                   f"(utilisation 0.5), {duration:g} s a round",
-                  ["round", "completed", "service mean (ms)", "lag p99 (ms)",
+                  ["round", "completed", "service p99 (ms)", "lag p99 (ms)", "clean",
                    "mean (ms)", "Lindley same arrivals", "Lindley independent",
-                   "p99 (ms) [95% CI]", "Lindley same", "Lindley independent"], rows)
-    cases.sort(key=lambda c: c[1])
-    mean_ratio, p99_ratio, s, same_mean, same_p99 = cases[len(cases) // 2]
+                   "p99 (ms) [95% CI]", "Lindley same", "Lindley independent",
+                   "load after"], rows)
+    if chosen is None:   # no clean round: the median one, and the figure says so
+        print(f"\nno clean round in {rounds}: the figure is the median round's")
+        chosen = sorted(cases, key=lambda c: c[1])[len(cases) // 2]
+    mean_ratio, p99_ratio, s, same_mean, same_p99 = chosen
     figs.append(Figure("13 load", "M/D/1 mean / Lindley on the same arrivals",
                        f"{mean_ratio:.3f}", f"within {TARGET_SAME:.0%}",
                        abs(mean_ratio - 1) <= TARGET_SAME))
@@ -168,10 +192,11 @@ def run(quick=False):
     # 3. the stall, closed and open loop
     count = [0]
     base = busy_wait(STALL_BASE_MS)
+    every = 50 if quick else STALL_EVERY    # a stall or more in the quick run's 200 calls too
 
     def stalls():
         count[0] += 1
-        if count[0] % STALL_EVERY == 0:
+        if count[0] % every == 0:
             time.sleep(STALL_MS / 1e3)
         else:
             base()
@@ -181,7 +206,7 @@ def run(quick=False):
     opened = prof.benchmark_load(stalls, qps=STALL_QPS, duration_s=duration, seed=3,
                                  name="stall, open loop")
     print_details(f"13c. A {STALL_BASE_MS:g} ms call that stalls {STALL_MS:g} ms every "
-                  f"{STALL_EVERY}th call",
+                  f"{every}th call",
                   ["how", "calls", "p50 (ms)", "p99 (ms)", "max (ms)"],
                   [("benchmark_callable (back to back)", closed.timed_iters,
                     f"{closed.median_ms:.2f}", f"{closed.p99_ms:.2f}", f"{closed.max_ms:.0f}"),
@@ -197,18 +222,30 @@ def run(quick=False):
     theory = md1_peak_rate(PEAK_SERVICE_MS / 1e3, PEAK_BOUND_MS / 1e3)
     sim = independent_lindley(np, prof, theory, PEAK_SERVICE_MS, 100_000 if quick else
                               LONG_ARRIVALS)
-    t = time.perf_counter()
-    peak = prof.find_peak_qps(busy_wait(PEAK_SERVICE_MS), latency_bound_ms=PEAK_BOUND_MS,
-                              duration_s=duration, max_time_s=30 * duration, seed=11,
-                              progress=False, name="busy-wait")
-    took = time.perf_counter() - t
-    found = peak.search["peak_qps"]
-    print_details(f"13d. find_peak_qps: busy-wait {PEAK_SERVICE_MS:g} ms, p99 <= "
-                  f"{PEAK_BOUND_MS:g} ms, probes of {duration:g} s ({took:.0f} s in all)",
-                  ["rate (req/s)", "p99 (ms)", "95% CI (ms)", "verdict"],
-                  [(f"{p['offered_qps']:.1f}", f"{p['value_ms']:.2f}",
-                    f"{p['ci_low_ms']:.2f} - {p['ci_high_ms']:.2f}", p["verdict"])
-                   for p in peak.search["probes"]])
+    found = None
+    for attempt in range(1 if quick else SEARCHES):
+        t = time.perf_counter()
+        peak = prof.find_peak_qps(busy_wait(PEAK_SERVICE_MS), latency_bound_ms=PEAK_BOUND_MS,
+                                  duration_s=duration, max_time_s=30 * duration,
+                                  seed=11 + 100 * attempt, progress=False, name="busy-wait")
+        took = time.perf_counter() - t
+        probes = peak.search["probes"]
+        ok = all(clean(p["stats"]["service_p99_ms"], p["stats"]["lag_p99_ms"],
+                       PEAK_SERVICE_MS) for p in probes)
+        print_details(f"13d. find_peak_qps, search {attempt + 1}: busy-wait "
+                      f"{PEAK_SERVICE_MS:g} ms, p99 <= {PEAK_BOUND_MS:g} ms, probes of "
+                      f"{duration:g} s ({took:.0f} s in all; {'clean' if ok else 'not clean'};"
+                      f" load average {load_average():.2f} after)",
+                      ["rate (req/s)", "p99 (ms)", "95% CI (ms)", "service p99 (ms)",
+                       "lag p99 (ms)", "verdict"],
+                      [(f"{p['offered_qps']:.1f}", f"{p['value_ms']:.2f}",
+                        f"{p['ci_low_ms']:.2f} - {p['ci_high_ms']:.2f}",
+                        f"{p['stats']['service_p99_ms']:.3f}",
+                        f"{p['stats']['lag_p99_ms']:.3f}", p["verdict"]) for p in probes])
+        if found is None or ok:
+            found = peak.search["peak_qps"]
+        if ok:
+            break
     print(f"\nM/D/1 peak (Erlang's formula): {theory:.1f} req/s (utilisation "
           f"{theory * PEAK_SERVICE_MS / 1e3:.3f}); a Lindley simulation of "
           f"{len(sim):,} arrivals at that rate reads p99 {np.percentile(sim, 99):.2f} ms")
