@@ -25,10 +25,11 @@ Four experiments, each against what theory says for the same arrivals:
 Clean.  A busy-wait measures wall time: when another process takes its CPU, the call
 takes longer and the worker wakes late -- which the harness reports, rightly, but then the
 server is no longer the deterministic one the theory is about.  A run is clean when its
-own records show the machine left it alone: service p99 within CLEAN_SERVICE of the
-nominal time and the harness's lag p99 under CLEAN_LAG_MS (a search: every probe).  The
-rule is fixed here, before any result is seen; every round is printed, the ones set aside
-too, with the load average before and after.
+own records show the machine left it alone: no service over (1 + CLEAN_SERVICE) times the
+nominal time and no lag of the harness over CLEAN_LAG_MS (a search: in every probe).  One
+stall of a few ms at utilisation 0.5 delays the whole busy period behind it, so the rule
+is on the maxima (a first version on the p99s let such runs through).  Every round is
+printed, the ones set aside too, with the load average.
 """
 import math
 import os
@@ -51,8 +52,8 @@ STALL_QPS = 200.0
 PEAK_SERVICE_MS = 2.0
 PEAK_BOUND_MS = 10.0
 SEARCHES = 3
-CLEAN_SERVICE = 0.05     # service p99 at most 5% over the nominal busy-wait
-CLEAN_LAG_MS = 0.1       # the harness's lag p99 under 0.1 ms
+CLEAN_SERVICE = 0.5      # no service over 1.5x the nominal busy-wait
+CLEAN_LAG_MS = 1.0       # no worker lag over 1 ms
 TARGET_SAME = 0.10       # M/D/1 vs Lindley on the same arrivals
 TARGET_INDEPENDENT = 1 / 3
 TARGET_P50 = 0.10        # M/D/4: p50 within 10% of the 5 ms sleep
@@ -71,11 +72,13 @@ def busy_wait(ms):
     return work
 
 
-def clean(service_p99_ms, lag_p99_ms, nominal_ms):
-    """The machine left the run alone: its busy-waits took their nominal time (p99) and
-    the workers woke on time (lag p99)."""
-    return (service_p99_ms is not None and service_p99_ms <= nominal_ms * (1 + CLEAN_SERVICE)
-            and lag_p99_ms is not None and lag_p99_ms < CLEAN_LAG_MS)
+def clean(stats, nominal_ms):
+    """The machine left the run alone: none of its busy-waits took much longer than the
+    nominal time and no worker woke much late (a LoadStats, or a probe's fields)."""
+    get = stats.get if isinstance(stats, dict) else lambda k: getattr(stats, k)
+    service, lag = get("service_max_ms"), get("lag_max_ms")
+    return (service is not None and service <= nominal_ms * (1 + CLEAN_SERVICE)
+            and lag is not None and lag <= CLEAN_LAG_MS)
 
 
 def md1_wait_cdf(t, lam, d):
@@ -128,37 +131,47 @@ def run(quick=False):
                                 seed=100 + r, name="busy-wait")
         same = prof._native._fcfs_latencies(s.arrivals_ms, np.full(s.completed, SERVICE_MS))
         same_mean, same_p99 = float(same.mean()), float(np.percentile(same, 99))
-        ok = clean(s.service_p99_ms, s.lag_p99_ms, SERVICE_MS)
+        # the queue the busy-waits as they ran would make, without the harness's lag
+        served = prof._native._fcfs_latencies(s.arrivals_ms, s.service_ms)
+        ok = clean(s, SERVICE_MS)
         cases.append((s.mean_ms / same_mean, s.p99_ms / same_p99, s, same_mean, same_p99))
-        rows.append((r + 1, s.completed, f"{s.service_p99_ms:.3f}", f"{s.lag_p99_ms:.3f}",
-                     "yes" if ok else "no", f"{s.mean_ms:.3f}", f"{same_mean:.3f}",
-                     f"{long_mean:.3f}",
+        rows.append((r + 1, s.completed, f"{s.service_mean_ms:.3f}", f"{s.service_max_ms:.3f}",
+                     f"{s.lag_max_ms:.3f}", "yes" if ok else "no", f"{s.mean_ms:.3f}",
+                     f"{same_mean:.3f}", f"{float(served.mean()):.3f}", f"{long_mean:.3f}",
                      f"{s.p99_ms:.2f} [{s.p99_ci_low_ms:.2f}, {s.p99_ci_high_ms:.2f}]",
-                     f"{same_p99:.2f}", f"{long_p99:.2f}", f"{load_average():.2f}"))
+                     f"{same_p99:.2f}", f"{float(np.percentile(served, 99)):.2f}",
+                     f"{long_p99:.2f}", f"{load_average():.2f}"))
         if ok:
             chosen = cases[-1]
             break
     print_details(f"13a. M/D/1: busy-wait {SERVICE_MS:g} ms, 1 worker, {qps:g} req/s "
                   f"(utilisation 0.5), {duration:g} s a round",
-                  ["round", "completed", "service p99 (ms)", "lag p99 (ms)", "clean",
-                   "mean (ms)", "Lindley same arrivals", "Lindley independent",
-                   "p99 (ms) [95% CI]", "Lindley same", "Lindley independent",
-                   "load after"], rows)
-    if chosen is None:   # no clean round: the median one, and the figure says so
-        print(f"\nno clean round in {rounds}: the figure is the median round's")
+                  ["round", "completed", "service mean (ms)", "service max (ms)",
+                   "lag max (ms)", "clean", "mean (ms)", "Lindley same arrivals",
+                   "Lindley same, measured service", "Lindley independent",
+                   "p99 (ms) [95% CI]", "Lindley same", "Lindley same, measured service",
+                   "Lindley independent", "load after"], rows)
+    judged = chosen is not None
+    if not judged:   # no clean round: the median one, recorded, not judged
+        print(f"\nno clean round in {rounds}: the figures are the median round's, not judged")
         chosen = sorted(cases, key=lambda c: c[1])[len(cases) // 2]
     mean_ratio, p99_ratio, s, same_mean, same_p99 = chosen
+
+    def verdict(ok):
+        return ok if judged else None
     figs.append(Figure("13 load", "M/D/1 mean / Lindley on the same arrivals",
                        f"{mean_ratio:.3f}", f"within {TARGET_SAME:.0%}",
-                       abs(mean_ratio - 1) <= TARGET_SAME))
+                       verdict(abs(mean_ratio - 1) <= TARGET_SAME)))
     figs.append(Figure("13 load", "M/D/1 p99 / Lindley on the same arrivals",
                        f"{p99_ratio:.3f}", f"within {TARGET_SAME:.0%}",
-                       abs(p99_ratio - 1) <= TARGET_SAME))
+                       verdict(abs(p99_ratio - 1) <= TARGET_SAME)))
     ind_mean, ind_p99 = s.mean_ms / long_mean, s.p99_ms / long_p99
     figs.append(Figure("13 load", "M/D/1 mean / Lindley on independent arrivals",
-                       f"{ind_mean:.3f}", "within a third", abs(ind_mean - 1) <= TARGET_INDEPENDENT))
+                       f"{ind_mean:.3f}", "within a third",
+                       verdict(abs(ind_mean - 1) <= TARGET_INDEPENDENT)))
     figs.append(Figure("13 load", "M/D/1 p99 / Lindley on independent arrivals",
-                       f"{ind_p99:.3f}", "within a third", abs(ind_p99 - 1) <= TARGET_INDEPENDENT))
+                       f"{ind_p99:.3f}", "within a third",
+                       verdict(abs(ind_p99 - 1) <= TARGET_INDEPENDENT)))
 
     # 2. M/D/4 on a GIL-releasing sleep; 1 worker overloaded
     sleep = SLEEP_MS / 1e3
@@ -222,7 +235,7 @@ def run(quick=False):
     theory = md1_peak_rate(PEAK_SERVICE_MS / 1e3, PEAK_BOUND_MS / 1e3)
     sim = independent_lindley(np, prof, theory, PEAK_SERVICE_MS, 100_000 if quick else
                               LONG_ARRIVALS)
-    found = None
+    found, found_clean = None, False
     for attempt in range(1 if quick else SEARCHES):
         t = time.perf_counter()
         peak = prof.find_peak_qps(busy_wait(PEAK_SERVICE_MS), latency_bound_ms=PEAK_BOUND_MS,
@@ -230,30 +243,33 @@ def run(quick=False):
                                   seed=11 + 100 * attempt, progress=False, name="busy-wait")
         took = time.perf_counter() - t
         probes = peak.search["probes"]
-        ok = all(clean(p["stats"]["service_p99_ms"], p["stats"]["lag_p99_ms"],
-                       PEAK_SERVICE_MS) for p in probes)
+        ok = all(clean(p["stats"], PEAK_SERVICE_MS) for p in probes)
         print_details(f"13d. find_peak_qps, search {attempt + 1}: busy-wait "
                       f"{PEAK_SERVICE_MS:g} ms, p99 <= {PEAK_BOUND_MS:g} ms, probes of "
                       f"{duration:g} s ({took:.0f} s in all; {'clean' if ok else 'not clean'};"
                       f" load average {load_average():.2f} after)",
-                      ["rate (req/s)", "p99 (ms)", "95% CI (ms)", "service p99 (ms)",
-                       "lag p99 (ms)", "verdict"],
+                      ["rate (req/s)", "p99 (ms)", "95% CI (ms)", "service max (ms)",
+                       "lag max (ms)", "verdict"],
                       [(f"{p['offered_qps']:.1f}", f"{p['value_ms']:.2f}",
                         f"{p['ci_low_ms']:.2f} - {p['ci_high_ms']:.2f}",
-                        f"{p['stats']['service_p99_ms']:.3f}",
-                        f"{p['stats']['lag_p99_ms']:.3f}", p["verdict"]) for p in probes])
+                        f"{p['stats']['service_max_ms']:.3f}",
+                        f"{p['stats']['lag_max_ms']:.3f}", p["verdict"]) for p in probes])
         if found is None or ok:
-            found = peak.search["peak_qps"]
+            found, found_clean = peak.search["peak_qps"], ok
         if ok:
             break
     print(f"\nM/D/1 peak (Erlang's formula): {theory:.1f} req/s (utilisation "
           f"{theory * PEAK_SERVICE_MS / 1e3:.3f}); a Lindley simulation of "
           f"{len(sim):,} arrivals at that rate reads p99 {np.percentile(sim, 99):.2f} ms")
     ratio = (found or 0.0) / theory
+    # without a clean search the figure is recorded, not judged: the machine, not the
+    # harness, set the peak
     figs.append(Figure("13 load", f"find_peak_qps / M/D/1 peak ({PEAK_SERVICE_MS:g} ms, "
                        f"p99 <= {PEAK_BOUND_MS:g} ms)",
-                       f"{ratio:.3f} ({found or 0:.0f} / {theory:.0f} req/s)",
-                       f"within {TARGET_PEAK:.0%}", abs(ratio - 1) <= TARGET_PEAK))
+                       f"{ratio:.3f} ({found or 0:.0f} / {theory:.0f} req/s)"
+                       + ("" if found_clean else f"; no clean search in {SEARCHES}"),
+                       f"within {TARGET_PEAK:.0%}",
+                       abs(ratio - 1) <= TARGET_PEAK if found_clean else None))
     print(f"\nload average {load_before:.2f} before, {load_average():.2f} after; "
           f"{os.cpu_count()} CPUs")
     return figs

@@ -211,7 +211,7 @@ typedef struct {
     double mean_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms;
     double p50_ci_low_ms, p50_ci_high_ms, p99_ci_low_ms, p99_ci_high_ms;
     Py_ssize_t ci_block;                             /* -1: None */
-    double service_mean_ms, service_p50_ms, service_p99_ms;
+    double service_mean_ms, service_p50_ms, service_p99_ms, service_max_ms;
     double queue_share;
     int overloaded;                                  /* -1 None, 0, 1 */
     double backlog_growth_qps;

@@ -72,6 +72,7 @@ static const shp_field load_fields[] = {
        "Mean service time (ms): the call and its sync, queueing excluded."),
     MS("service_p50_ms", service_p50_ms, SHP_SHOW_NEVER, "Median service time (ms)."),
     MS("service_p99_ms", service_p99_ms, SHP_SHOW_NEVER, "99th percentile of service time (ms)."),
+    MS("service_max_ms", service_max_ms, SHP_SHOW_NEVER, "Largest service time (ms)."),
     KW("queue_share", SHP_F_OPT_DOUBLE, queue_share, SHP_R_RATIO, 0, SHP_SHOW_IF_SET,
        "Share of the latency spent before the call began: 1 - mean service / mean latency."),
     KW("overloaded", SHP_F_OPT_BOOL, overloaded, SHP_R_NONE, 0, SHP_SHOW_IF_SET,
@@ -677,7 +678,7 @@ shp_load_summarize(shp_LoadStats *s)
     if (svc->x != NULL && svc->n == n) {
         double sp[2];
         static const double sq[2] = {0.5, 0.99};
-        if (summarise(svc->x, n, sq, 2, sp, &s->service_mean_ms, NULL) < 0)
+        if (summarise(svc->x, n, sq, 2, sp, &s->service_mean_ms, &s->service_max_ms) < 0)
             return -1;
         s->service_p50_ms = sp[0];
         s->service_p99_ms = sp[1];

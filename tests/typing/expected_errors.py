@@ -4,7 +4,8 @@ strict check of user_script.py can fail, i.e. the public API is not ``Any``."""
 from __future__ import annotations
 
 from spatialhub.utils.profiling import (HierarchicalProfiler, benchmark_callable,
-                                        compare_callables, sweep, timeit)
+                                        benchmark_load, compare_callables, find_peak_qps,
+                                        sweep, timeit)
 
 
 @timeit()
@@ -30,3 +31,6 @@ def mistakes() -> None:
     with prof(3):  # E: arg-type
         pass
     print(label, rows)
+    benchmark_load(double, qps="fast")  # E: arg-type
+    peak: int = find_peak_qps(double, latency_bound_ms=5.0)  # E: assignment
+    print(peak)

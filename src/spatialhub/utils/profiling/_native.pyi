@@ -78,7 +78,9 @@ LOAD_BOOT_REPS: int
 LOAD_SPIN_NS: int
 
 class BenchmarkInterrupted(KeyboardInterrupt):
-    stats: "BenchmarkStats"
+    # a BenchmarkStats; [pool of a, pool of b] from compare_repeated; a LoadStats from
+    # benchmark_load
+    stats: Any
     partial: Any  # set by sweep(): the SweepResult of the values done so far
 
 class BenchmarkStats:
@@ -276,6 +278,7 @@ class LoadStats:
     service_mean_ms: Optional[float]
     service_p50_ms: Optional[float]
     service_p99_ms: Optional[float]
+    service_max_ms: Optional[float]
     queue_share: Optional[float]
     overloaded: Optional[bool]
     backlog_growth_qps: Optional[float]
@@ -331,6 +334,7 @@ class LoadStats:
         service_mean_ms: Optional[float] = None,
         service_p50_ms: Optional[float] = None,
         service_p99_ms: Optional[float] = None,
+        service_max_ms: Optional[float] = None,
         queue_share: Optional[float] = None,
         overloaded: Optional[bool] = None,
         backlog_growth_qps: Optional[float] = None,
