@@ -1,10 +1,10 @@
 /*
  * platform/ -- the machine: clocks, memory and the peak-RSS window, the
  * thread's OS counters, malloc's state, the loader, the CPU's last-level
- * cache, its performance counters, callgrind's markers, threads and
- * timed waits, and the environment record.  Files here call nothing outside this folder (env.c
- * reads the module state's cache: objects.h).  No function here runs
- * Python code unless its contract says so.
+ * cache, its performance counters, callgrind's markers, threads and timed
+ * waits, and the environment record.  Files here call nothing outside this
+ * folder (env.c reads the module state's cache: objects.h).  No function
+ * here runs Python code unless its contract says so.
  */
 #ifndef SHP_PLATFORM_PLATFORM_H
 #define SHP_PLATFORM_PLATFORM_H

@@ -1,10 +1,11 @@
 /*
- * run/ -- one benchmark_callable or benchmark_load call: what syncs each iteration (sync.c),
- * the progress line (progress.c), the collector held off (gcguard.c), the
- * warm-up and timed loops and their buffers (loop.c), the cold-start,
- * GPU-time and NVML fields (extras.c), instruction and cycle counts
- * (counters.c), the options, the overhead floor and the result (bench.c);
- * benchmark_load, requests at a rate served by threads of our own (load.c).
+ * run/ -- one benchmark_callable or benchmark_load call: what syncs each
+ * iteration (sync.c), the progress line (progress.c), the collector held
+ * off (gcguard.c), the warm-up and timed loops and their buffers (loop.c),
+ * the cold-start, GPU-time and NVML fields (extras.c), instruction and
+ * cycle counts (counters.c), the options, the overhead floor and the result
+ * (bench.c); benchmark_load, requests at a rate served by threads of our
+ * own (load.c).
  * Calls go down to every folder but scope/.
  */
 #ifndef SHP_RUN_RUN_H

@@ -122,15 +122,16 @@ shp_load_backlog(const int64_t *arrivals, Py_ssize_t na, const int64_t *done, Py
                  const int64_t *dropped, Py_ssize_t ndrop, int64_t window_ns, shp_backlog *out)
 {
     int64_t half = window_ns / 2;
-    Py_ssize_t a_half = count_below(arrivals, na, half), a_end = count_below(arrivals, na, window_ns);
+    Py_ssize_t a_half = count_below(arrivals, na, half);
+    Py_ssize_t a_end = count_below(arrivals, na, window_ns);
     Py_ssize_t c_half = count_below(done, nd, half), c_end = count_below(done, nd, window_ns);
     Py_ssize_t d_end = count_below(dropped, ndrop, window_ns);
     /* not completed, drops included: what the servers did not keep up with */
     Py_ssize_t b_half = a_half - c_half, b_end = a_end - c_end;
     out->arrived_second_half = a_end - a_half;
     out->growth = b_end - b_half;
-    out->growth_per_s = window_ns - half > 0 ? (double)out->growth / ((double)(window_ns - half) / 1e9)
-                                             : NAN;
+    double half_s = (double)(window_ns - half) / 1e9;
+    out->growth_per_s = half_s > 0 ? (double)out->growth / half_s : NAN;
     out->backlog_end = b_end - d_end;
     /* A queue that keeps up ends the window about where it was half-way;
      * Poisson arrivals alone move that by ~sqrt(arrivals).  Too few arrivals
