@@ -39,15 +39,16 @@ def version():
 LAYERS = {
     "capi": ["args.c", "fields.c", "fielddoc.c", "notes.c", "instattrs.c", "docstrings.c"],
     "platform": ["clock.c", "memory.c", "rusage.c", "mallocstate.c", "dynlib.c", "cachecold.c",
-                 "perfctr.c", "callgrind.c", "env.c"],
+                 "perfctr.c", "callgrind.c", "thread.c", "env.c"],
     "gpu": ["device.c", "cuda.c", "cudatime.c", "nvml.c"],
-    "stats": ["summary.c", "bootstrap.c", "verdict.c", "stability.c"],
-    "render": ["markup.c", "flags.c", "cells.c", "columns.c", "table.c"],
-    "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c", "rules.c"],
+    "stats": ["summary.c", "bootstrap.c", "verdict.c", "stability.c", "queueing.c"],
+    "render": ["markup.c", "flags.c", "cells.c", "columns.c", "table.c", "loadtable.c"],
+    "types": ["benchstats.c", "warn.c", "gpumem.c", "compare.c", "cudasync.c", "rules.c",
+              "loadstats.c"],
     "scope": ["scopedata.c", "scoperss.c", "scopenode.c", "scopeframe.c", "scope.c",
               "scopetimer.c"],
     "run": ["sync.c", "progress.c", "gcguard.c", "aio.c", "loop.c", "extras.c", "counters.c",
-            "bench.c"],
+            "bench.c", "load.c"],
     ".": ["constants.c", "module.c"],
 }
 SOURCES = [os.path.normpath(os.path.join(folder, f)) for folder, files in LAYERS.items()

@@ -43,6 +43,7 @@ BENCHES = [
     ("cache", "bench_cache"),
     ("released", "bench_released"),
     ("trace", "bench_trace_export"),
+    ("load", "bench_load"),
 ]
 
 

@@ -48,6 +48,10 @@ static const shp_real_constant reals[] = {
     {"MODE_MIN_SHARE", SHP_STAB_MIN_FRAC},
     /* adaptive stopping (bench.c) */
     {"ADAPTIVE_DEFAULT_TIME_S", SHP_ADAPTIVE_DEFAULT_TIME_S},
+    /* latency under load (load.c, queueing.c, flags.c; docs/load.md) */
+    {"LOAD_DEFAULT_DURATION_S", SHP_LOAD_DEFAULT_DURATION_S},
+    {"LOAD_OVERLOAD_Z", SHP_LOAD_OVERLOAD_Z},
+    {"LOAD_LAG_SHARE", SHP_LOAD_LAG_SHARE},
 };
 
 static const shp_int_constant ints[] = {
@@ -65,6 +69,14 @@ static const shp_int_constant ints[] = {
     {"LLC_ASSUMED_BYTES", (long)SHP_LLC_ASSUMED_BYTES},
     /* how old an RSS read a scope's enter may take (scoperss.c; docs/memory.md) */
     {"RSS_SHARE_NS", SHP_RSS_SHARE_NS},
+    /* latency under load (load.c, queueing.c, flags.c; docs/load.md) */
+    {"LOAD_MAX_REQUESTS", SHP_LOAD_MAX_REQUESTS},
+    {"LOAD_MAX_WORKERS", SHP_LOAD_MAX_WORKERS},
+    {"LOAD_FEW_REQUESTS", SHP_LOAD_FEW_REQUESTS},
+    {"LOAD_OVERLOAD_MIN_ARRIVALS", SHP_LOAD_OVERLOAD_MIN_ARRIVALS},
+    {"LOAD_MIN_BLOCKS", SHP_LOAD_MIN_BLOCKS},
+    {"LOAD_BOOT_REPS", SHP_LOAD_BOOT_REPS},
+    {"LOAD_SPIN_NS", (long)SHP_LOAD_SPIN_NS},
 };
 
 int

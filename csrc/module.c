@@ -238,6 +238,11 @@ static PyMethodDef shp_methods[] = {
      shp_doc_format_benchmark_table},
     {"compare_benchmarks", FASTKW(shp_compare_benchmarks),
      shp_doc_compare_benchmarks},
+    {"benchmark_load", FASTKW(shp_benchmark_load), shp_doc_benchmark_load},
+    {"format_load_table", FASTKW(shp_format_load_table), shp_doc_format_load_table},
+    {"_fcfs_latencies", FASTKW(shp_fcfs_py),
+     "_fcfs_latencies(arrivals, service, servers=1) -> ndarray\n\nThe latencies of a "
+     "first-come-first-served queue with that many servers (Lindley's recursion for one)."},
     {"get_cuda_sync_fn", (PyCFunction)shp_get_cuda_sync_fn, METH_NOARGS,
      "get_cuda_sync_fn($module, /)\n"
      "--\n"
@@ -452,6 +457,7 @@ shp_exec(PyObject *m)
         add_type(m, &shp_gpumem_spec, NULL, &st->gpumem_type) < 0 ||
         add_type(m, &shp_comparison_spec, NULL, &st->comparison_type) < 0 ||
         add_type(m, &shp_cuda_sync_spec, NULL, &st->cuda_sync_type) < 0 ||
+        add_type(m, &shp_load_spec, NULL, &st->load_type) < 0 ||
         add_type(m, &shp_node_spec, NULL, &st->node_type) < 0 ||
         add_type(m, &shp_timer_spec, NULL, &st->timer_type) < 0 ||
         add_type(m, &shp_profiler_spec, NULL, &st->profiler_type) < 0)
@@ -520,6 +526,7 @@ shp_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->gpumem_type);
     Py_VISIT(st->comparison_type);
     Py_VISIT(st->cuda_sync_type);
+    Py_VISIT(st->load_type);
     Py_VISIT(st->warning);
     Py_VISIT(st->interrupted);
     Py_VISIT(st->noop);
@@ -547,6 +554,7 @@ shp_clear(PyObject *m)
     Py_CLEAR(st->gpumem_type);
     Py_CLEAR(st->comparison_type);
     Py_CLEAR(st->cuda_sync_type);
+    Py_CLEAR(st->load_type);
     Py_CLEAR(st->warning);
     Py_CLEAR(st->interrupted);
     Py_CLEAR(st->noop);
@@ -610,6 +618,7 @@ PyInit__native(void)
         shp_stats_prepare_spec();
         shp_gpumem_prepare_spec();
         shp_comparison_prepare_spec();
+        shp_load_prepare_spec();
         prepared = 1;
     }
     return PyModuleDef_Init(&shp_module_def);

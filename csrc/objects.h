@@ -22,6 +22,7 @@ typedef enum {
     SHP_CAUSE_COARSE_TIMER, SHP_CAUSE_GPU_CLOCK, SHP_CAUSE_THROTTLED, SHP_CAUSE_SHARED_GPU,
     SHP_CAUSE_NO_SYNC, SHP_CAUSE_NO_VRAM, SHP_CAUSE_NO_GPU_TIME,
     SHP_CAUSE_NO_COUNTERS,      /* counters= asked for what this machine cannot count */
+    SHP_CAUSE_OVERLOADED,       /* benchmark_load: arrivals outpaced service */
     SHP_N_CAUSES
 } shp_cause;
 
@@ -39,6 +40,7 @@ struct shp_state {
     PyTypeObject *gpumem_type;      /* GPUMemoryInfo */
     PyTypeObject *comparison_type;  /* Comparison */
     PyTypeObject *cuda_sync_type;   /* CudaSync (what get_cuda_sync_fn returns) */
+    PyTypeObject *load_type;        /* LoadStats */
     PyObject *warning;              /* BenchmarkWarning (UserWarning) */
     PyObject *interrupted;          /* BenchmarkInterrupted (KeyboardInterrupt) */
     PyObject *noop;                 /* native no-op used to measure overhead */
@@ -184,5 +186,43 @@ typedef struct {
     PyObject_HEAD
     double total_mb, free_mb, used_mb;
 } shp_GPUMemoryInfo;
+
+/* A read-only array of a result: x[0..n), owned by `owner` (a capsule that
+ * frees it; NULL: no array), exposed as NumPy views whose base is the owner. */
+typedef struct {
+    double *x;
+    Py_ssize_t n;
+    PyObject *owner;
+} shp_array;
+
+/* The arrays of a run under load, one value per completed request in arrival
+ * order (ms). */
+typedef enum {
+    SHP_LA_ARRIVALS, SHP_LA_LATENCIES, SHP_LA_SERVICE, SHP_LA_LAG, SHP_LA_N
+} shp_load_array;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name, *device, *arrival;
+    double offered_qps, arrival_qps, achieved_qps;   /* NaN: None */
+    double duration_s;
+    Py_ssize_t workers, warmup_iters;
+    Py_ssize_t requests, completed, dropped, unserved;
+    Py_ssize_t seed, max_queue;                      /* -1: None */
+    double mean_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms;
+    double p50_ci_low_ms, p50_ci_high_ms, p99_ci_low_ms, p99_ci_high_ms;
+    Py_ssize_t ci_block;                             /* -1: None */
+    double service_mean_ms, service_p50_ms, service_p99_ms, service_max_ms;
+    double queue_share;
+    int overloaded;                                  /* -1 None, 0, 1 */
+    double backlog_growth_qps;
+    Py_ssize_t backlog_end;
+    double lag_p50_ms, lag_p99_ms, lag_max_ms;
+    Py_ssize_t batch_size;
+    int machine_busy;                                /* -1 None, 0, 1 */
+    PyObject *env, *search;                          /* dicts, or NULL */
+    shp_array arr[SHP_LA_N];
+    PyObject *weakreflist;
+} shp_LoadStats;
 
 #endif /* SHP_OBJECTS_H */

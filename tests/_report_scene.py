@@ -1,11 +1,9 @@
 """Results for the report's tests (test_report.py, test_report_browser.py): built from
 fixed samples (``_stats_from_samples``), so every figure the report states is known, and
-a stand-in with the fields of a load result (the load issue's LoadStats)."""
-import types
-
+a find_peak_qps result with its search."""
 import numpy as np
 
-from spatialhub.utils.profiling import SweepResult, check_outputs
+from spatialhub.utils.profiling import LoadStats, SweepResult, check_outputs
 from spatialhub.utils.profiling import _native
 
 EVIL = "<script>alert(1)</script>"
@@ -36,15 +34,27 @@ def _sweep():
 
 
 def _load(q, p99, **kw):
-    """A stand-in with the fields of a load result (issue 34's LoadStats)."""
-    d = dict(name="net-served", offered_qps=q, arrival_qps=q * 0.99, achieved_qps=min(q, 450),
-             completed=2000, dropped=0, latencies_ms=np.full(10, p99 / 3),
-             service_ms=np.ones(10), p50_ms=p99 / 3, p90_ms=p99 / 2, p99_ms=p99,
-             p999_ms=p99 * 1.4, mean_ms=p99 / 3, p50_ci_low_ms=p99 / 3.3,
-             p50_ci_high_ms=p99 / 2.8, p99_ci_low_ms=p99 * 0.9, p99_ci_high_ms=p99 * 1.15,
-             queue_share=0.2, overloaded=q > 450, env={"python": "3.11.7"})
+    """A LoadStats with chosen figures (as benchmark_load's to_dict writes them)."""
+    d = dict(name="net-served", device="CPU", arrival="poisson", offered_qps=q,
+             arrival_qps=q * 0.99, achieved_qps=min(q, 450), duration_s=10.0, workers=1,
+             warmup_iters=10, requests=2000, completed=2000, dropped=0, unserved=0,
+             mean_ms=p99 / 3, p50_ms=p99 / 3, p90_ms=p99 / 2, p99_ms=p99, p999_ms=p99 * 1.4,
+             max_ms=p99 * 1.5, p50_ci_low_ms=p99 / 3.3, p50_ci_high_ms=p99 / 2.8,
+             p99_ci_low_ms=p99 * 0.9, p99_ci_high_ms=p99 * 1.15, queue_share=0.2,
+             overloaded=q > 450, env={"python": "3.11.7"},
+             latencies_ms=[p99 / 3] * 10, service_ms=[1.0] * 10)
     d.update(kw)
-    return types.SimpleNamespace(**d)
+    return LoadStats.from_dict(d)
+
+
+def _search(runs, bound, peak, percentile=99):
+    """find_peak_qps's record: the bound, the peak (None: no rate met it), every probe."""
+    return {"latency_bound_ms": bound, "percentile": percentile, "peak_qps": peak,
+            "stopped": "the peak is known to 15%",
+            "probes": [{"offered_qps": r.offered_qps, "value_ms": r.p99_ms,
+                        "ci_low_ms": r.p99_ci_low_ms, "ci_high_ms": r.p99_ci_high_ms,
+                        "verdict": "meets" if r.p99_ci_high_ms <= bound else "misses",
+                        "stats": r.to_dict()} for r in runs]}
 
 
 def make_scene():
@@ -55,12 +65,14 @@ def make_scene():
     same = _stats("int8", 10.0, seed=3)
     tried = [_load(q, p) for q, p in ((100, 4.0), (200, 5.0), (300, 7.0), (400, 12.0),
                                       (500, 90.0))]
-    peak = _load(300, 7.0, tried=tried, bound_ms=10.0, bound_percentile=99)
+    peak = _load(300, 7.0, search=_search(tried, 10.0, 300.0))   # as find_peak_qps returns
+    # a plain run past the capacity, and too short: its own flags reach the report
+    jammed = _load(600, 150.0, name="net-jammed", completed=600, requests=900, unserved=300)
     rng = np.random.default_rng(6)
     ref = rng.standard_normal((32, 10))
     check = check_outputs(lambda: ref, lambda: ref.astype(np.float16), [], name=EVIL)
     bad = check_outputs(lambda: ref, lambda: ref + 0.1, [], name="int8")
     budgets = {"p99_ms": 9.0, "ram_delta_mb": 500, "int8": {"p99_ms": 12.5}}
-    results = [base, fast, same, _sweep(), peak, check, bad]
+    results = [base, fast, same, _sweep(), peak, jammed, check, bad]
     return dict(results=results, budgets=budgets, base=base, fast=fast, same=same,
-                peak=peak, check=check, bad=bad)
+                peak=peak, jammed=jammed, check=check, bad=bad)

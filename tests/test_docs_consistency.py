@@ -221,8 +221,12 @@ def test_the_command_line_defaults_in_the_guide_are_the_codes():
         "--run-spread": {pct(_native.ASSUMED_RUN_SPREAD)},
         "--input-dim": {1},
         "--instructions-runs": {pkg.instructions.RUNS},
+        "--duration": {cli.LOAD_DURATION},
+        "--workers": {inspect.signature(pkg.benchmark_load).parameters["workers"].default},
+        "--percentile": {cli.FIND_PEAK_PERCENTILE},
+        "--max-time": {inspect.signature(pkg.find_peak_qps).parameters["max_time_s"].default},
     }
-    strings = {"--providers": "CPU", "--cache": "warm", "--device": "CPU"}
+    strings = {"--providers": "CPU", "--cache": "warm", "--device": "CPU", "--arrival": "poisson"}
     text = section(read(GUIDE), CLI_HEADING)
     for row in table_after(text, "### Options", "Option"):
         opt, default = first_option(row[0]), row[1]

@@ -37,12 +37,17 @@ def test_one_t_quantile(df):
     assert gate.t975(df) == _native._t975(df)
 
 
-@pytest.mark.parametrize("level,verdict", [(1.0, "same"), (1.5, "inconclusive"), (2.5, "slower")])
+@pytest.mark.parametrize("level,verdict", [(1.0, "same"), (1.08, "inconclusive"),
+                                           (2.5, "slower")])
 def test_the_mean_rule_decides_by_the_cores_margin_rule(level, verdict):
     a, b = stats(1.0, 300, 3, sd=0.01), stats(level, 300, 4, sd=0.01)
     margin = 0.90 if level == 1.0 else 0.10
-    v = gate.judge_mean("x", a, b, margin)
+    measured = dict(run_spread=0.02, spread_runs=10)    # from 10 saved runs
+    v = gate.judge_mean("x", a, b, margin, **measured)
     assert v.verdict == _native._judge(v.ratio, v.ci_low, v.ci_high, margin) == verdict
+    # with no spread measured the rule still states its interval, and decides nothing
+    v = gate.judge_mean("x", a, b, margin)
+    assert v.verdict == "inconclusive" and not v.spread_known and not v.fails
 
 
 def test_the_scope_table_and_the_benchmark_table_escape_a_name_alike():

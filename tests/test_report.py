@@ -370,13 +370,41 @@ def test_outputs_section_states_each_check(html, scene):
     assert "outputs differ beyond tolerance for int8 vs reference" in page.sections["summary"]
 
 
-def test_load_section_from_a_stand_in(html):
+def test_load_section_of_a_peak_search(html, scene):
+    """find_peak_qps's result: the peak its search found, with the searched percentile's
+    value and interval at that rate, the bound drawn, a row per probe, the peak marked."""
     text = Page(html).sections["load"]
     assert "net-served: latency against the offered rate" in text
-    assert "The highest rate whose P99 meets the bound: 300 requests/s" in text
+    at = scene["peak"].search["probes"][2]
+    assert ("The highest rate whose P99 meets the bound of 10 ms: 300 requests/s "
+            f"(net-served; P99 {number(at['value_ms'])} ms, 95% interval "
+            f"{number(at['ci_low_ms'])} to {number(at['ci_high_ms'])} ms") in text, text
     assert "bound: P99 ≤ 10 ms" in text
     assert text.count("net-served") >= 6          # a row per rate tried
-    assert "overloaded" in Page(html).sections["flags"]
+    assert "net-served (peak)" in text and text.count("(peak)") == 1
+
+
+def test_a_load_runs_own_flags_are_explained_and_a_searchs_probes_flag_nothing(html, scene):
+    flags = Page(html).sections["flags"]
+    assert set(scene["jammed"].flags) == {"overloaded", "requests unserved", "few requests"}
+    # the warning's own words for a cause, the load page's for the rest, each with a remedy
+    assert "overloaded (net-jammed): Requests arrived faster than they were served" in flags
+    assert "Remedy: Lower qps or raise workers." in flags
+    assert "requests unserved (net-jammed): requests still waiting" in flags
+    assert "few requests (net-jammed): fewer than 1,000 requests completed" in flags
+    # the search's 500 req/s probe was overloaded by design: net-served is not flagged
+    assert "net-served" not in flags
+
+
+def test_a_search_that_found_no_peak_says_so(tmp_path):
+    from _report_scene import _load, _search
+
+    runs = [_load(q, 30.0) for q in (50, 100)]
+    none = _load(50, 30.0, search=_search(runs, 10.0, None))
+    out = write_report([none], tmp_path / "r.html")
+    text = Page(out.read_text()).sections["load"]
+    assert "No rate tried met the bound (P99 ≤ 10 ms)" in text and "down to 50" in text
+    assert "(peak)" not in text and "The highest rate" not in text
 
 
 def test_environment_and_reproduction(html):

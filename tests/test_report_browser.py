@@ -91,7 +91,7 @@ def test_the_dom_shows_candidates_verdicts_budgets_and_environment(rendered):
     assert "Environment" in text and "3.11.7 (CPython)" in text
     assert f"NumPy {np.__version__}" in text or np.__version__ in text
     assert '"spatialhub-profiling==9.9.9"' in text and "python bench.py" in text
-    assert "The highest rate whose P99 meets the bound: 300 requests/s" in text
+    assert "The highest rate whose P99 meets the bound of 10 ms: 300 requests/s" in text
 
 
 def test_it_draws_its_figures_and_prints(rendered):

@@ -242,5 +242,8 @@ extern const char shp_doc_compare_benchmarks[];
 extern const char shp_doc_stats_to_dict[];
 extern const char shp_doc_stats_to_json[];
 extern const char shp_doc_stats_from_dict[];
+/* ... and of benchmark_load and format_load_table. */
+extern const char shp_doc_benchmark_load[];
+extern const char shp_doc_format_load_table[];
 
 #endif /* SHP_CAPI_CAPI_H */

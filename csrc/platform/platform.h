@@ -1,10 +1,10 @@
 /*
  * platform/ -- the machine: clocks, memory and the peak-RSS window, the
  * thread's OS counters, malloc's state, the loader, the CPU's last-level
- * cache, its performance counters, callgrind's markers, and the
- * environment record.  Files here call nothing outside this folder (env.c
- * reads the module state's cache: objects.h).  No function here runs
- * Python code unless its contract says so.
+ * cache, its performance counters, callgrind's markers, threads and timed
+ * waits, and the environment record.  Files here call nothing outside this
+ * folder (env.c reads the module state's cache: objects.h).  No function
+ * here runs Python code unless its contract says so.
  */
 #ifndef SHP_PLATFORM_PLATFORM_H
 #define SHP_PLATFORM_PLATFORM_H
@@ -198,6 +198,33 @@ int shp_llc_evictor_init(shp_llc_evictor *e);
 void shp_llc_evict(shp_llc_evictor *e);
 /* Free the buffer; safe on a zeroed or freed evictor. */
 void shp_llc_evictor_free(shp_llc_evictor *e);
+
+/* ---- thread.c: threads, a monitor, waiting until a time ------------------ */
+
+/* A lock with one condition; on the C heap.  None of these touch Python or
+ * set an exception; any thread may call them, with or without the GIL. */
+typedef struct shp_monitor shp_monitor;
+/* NULL when memory or the OS refuses. */
+shp_monitor *shp_monitor_new(void);
+void shp_monitor_free(shp_monitor *m);
+void shp_monitor_lock(shp_monitor *m);
+void shp_monitor_unlock(shp_monitor *m);
+void shp_monitor_notify_all(shp_monitor *m);
+/* With the lock held: wait for a notification or until deadline_ns on the
+ * clock of shp_now_ns (INT64_MAX: no deadline); the lock is held again on
+ * return.  1 if the deadline passed, else 0 (notified, or woken spuriously:
+ * the caller checks its condition again). */
+int shp_monitor_wait_until(shp_monitor *m, int64_t deadline_ns);
+/* A thread running fn(arg); NULL when it could not be started. */
+typedef struct shp_thread shp_thread;
+shp_thread *shp_thread_start(void (*fn)(void *), void *arg);
+/* Wait for the thread to end and free its handle. */
+void shp_thread_join(shp_thread *t);
+/* The calling thread's timed waits end as close to their deadline as the OS
+ * allows (Linux: a timer slack of 1 ns instead of 50 us). */
+void shp_thread_precise_timers(void);
+/* Busy-wait until deadline_ns (the last stretch no sleep can hit). */
+void shp_spin_until(int64_t deadline_ns);
 
 /* ---- env.c -------------------------------------------------------------- */
 

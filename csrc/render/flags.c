@@ -6,7 +6,9 @@
  * BenchmarkWarning, read back from the result's own fields, so that a result
  * loaded from JSON carries the same flags as the one measured.  The table
  * prints them in a footnote (never inside a cell: the released layout stays
- * byte for byte), `BenchmarkStats.flags` returns them.
+ * byte for byte), `BenchmarkStats.flags` returns them.  A run under load
+ * has labels of its own ("overloaded", "requests dropped", ...: LoadStats.flags),
+ * read back from its fields the same way.
  *
  * Layer 3, beside table.c: reads the result struct; the labels themselves
  * run no Python code and never fail.
@@ -34,6 +36,7 @@ static const char *const labels[SHP_N_CAUSES] = {
     [SHP_CAUSE_NO_VRAM] = "VRAM not tracked",
     [SHP_CAUSE_NO_GPU_TIME] = "GPU time not measured",
     [SHP_CAUSE_NO_COUNTERS] = "counters not available",
+    [SHP_CAUSE_OVERLOADED] = "overloaded",
 };
 #define N_FLAGS (SHP_CAUSE_PAGE_FAULTS + 1)
 
@@ -76,33 +79,30 @@ shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS])
     return n;
 }
 
-/* The labels of mask, joined by ", ".  New str. */
+/* The labels of mask (bits of names[0..nnames)), joined by ", ".  New str. */
 static PyObject *
-mask_text(unsigned mask)
+mask_text(unsigned mask, const char *const *names, int nnames)
 {
     char buf[256];   /* every label fits three times over */
     size_t used = 0;
     buf[0] = '\0';
-    for (int f = 0; f < N_FLAGS; f++)
+    for (int f = 0; f < nnames; f++)
         if (mask & (1u << f))
             used += (size_t)PyOS_snprintf(buf + used, sizeof(buf) - used, "%s%s",
-                                          used ? ", " : "", labels[f]);
+                                          used ? ", " : "", names[f]);
     return PyUnicode_FromString(buf);
 }
 
-/* The flags as a footnote: one clause per distinct set of flags, naming the
- * rows that have it ("all rows" when every row does; no names in a one-row
- * table). */
-PyObject *
-shp_flags_footnote(PyObject *items, PyObject *names_of, int html)
+/* The flags as a footnote: one clause per distinct set of flags (mask[i] of
+ * row i, bits of names[]), naming the rows that have it ("all rows" when
+ * every row does; no names in a one-row table).  Takes `mask`. */
+static PyObject *
+footnote(unsigned *mask, Py_ssize_t n, const char *const *label_of, int nlabels,
+         PyObject *names_of, int html)
 {
-    Py_ssize_t n = PyList_GET_SIZE(items);
-    unsigned *mask = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(unsigned));
     PyObject *clauses = PyList_New(0), *res = NULL, *comma = PyUnicode_FromString(", ");
     if (mask == NULL || clauses == NULL || comma == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++)
-        mask[i] = shp_stats_cause_mask((shp_Stats *)PyList_GET_ITEM(items, i));
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned m = mask[i];
         int first = m != 0;
@@ -110,7 +110,7 @@ shp_flags_footnote(PyObject *items, PyObject *names_of, int html)
             first = mask[j] != m;
         if (!first)
             continue;   /* no flags, or this set's clause is written */
-        PyObject *names = PyList_New(0), *flags = mask_text(m), *clause = NULL;
+        PyObject *names = PyList_New(0), *flags = mask_text(m, label_of, nlabels), *clause = NULL;
         for (Py_ssize_t j = i; names != NULL && j < n; j++) {
             if (mask[j] != m)
                 continue;
@@ -157,4 +157,69 @@ done:
     Py_XDECREF(clauses);
     Py_XDECREF(comma);
     return res;
+}
+
+PyObject *
+shp_flags_footnote(PyObject *items, PyObject *names_of, int html)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    unsigned *mask = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(unsigned));
+    for (Py_ssize_t i = 0; mask != NULL && i < n; i++)
+        mask[i] = shp_stats_cause_mask((shp_Stats *)PyList_GET_ITEM(items, i));
+    return footnote(mask, n, labels, N_FLAGS, names_of, html);
+}
+
+/* ---- a run under load ------------------------------------------------------ */
+
+typedef enum {
+    LF_OVERLOADED, LF_DROPPED, LF_UNSERVED, LF_FEW, LF_LAG, LF_BUSY, N_LOAD_FLAGS
+} load_flag;
+
+static const char *const load_labels[N_LOAD_FLAGS] = {
+    [LF_OVERLOADED] = "overloaded",
+    [LF_DROPPED] = "requests dropped",
+    [LF_UNSERVED] = "requests unserved",
+    [LF_FEW] = "few requests",
+    [LF_LAG] = "scheduler lag",
+    [LF_BUSY] = "busy machine",
+};
+
+static unsigned
+load_mask(const shp_LoadStats *s)
+{
+    unsigned m = 0;
+    if (s->overloaded == 1)
+        m |= 1u << LF_OVERLOADED;
+    if (s->dropped > 0)
+        m |= 1u << LF_DROPPED;
+    if (s->unserved > 0)
+        m |= 1u << LF_UNSERVED;
+    if (s->completed < SHP_LOAD_FEW_REQUESTS)
+        m |= 1u << LF_FEW;
+    if (!isnan(s->lag_p99_ms) && !isnan(s->p99_ms) && s->lag_p99_ms > SHP_LOAD_LAG_SHARE * s->p99_ms)
+        m |= 1u << LF_LAG;
+    if (s->machine_busy == 1)
+        m |= 1u << LF_BUSY;
+    return m;
+}
+
+int
+shp_load_flags(const shp_LoadStats *s, const char *out[SHP_MAX_FLAGS])
+{
+    unsigned m = load_mask(s);
+    int n = 0;
+    for (int i = 0; i < N_LOAD_FLAGS; i++)
+        if (m & (1u << i))
+            out[n++] = load_labels[i];
+    return n;
+}
+
+PyObject *
+shp_load_footnote(PyObject *items, PyObject *names_of, int html)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    unsigned *mask = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(unsigned));
+    for (Py_ssize_t i = 0; mask != NULL && i < n; i++)
+        mask[i] = load_mask((shp_LoadStats *)PyList_GET_ITEM(items, i));
+    return footnote(mask, n, load_labels, N_LOAD_FLAGS, names_of, html);
 }

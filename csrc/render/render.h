@@ -1,8 +1,9 @@
 /*
  * render/ -- text: Markdown / HTML escaping (markup.c), a result's doubt
  * labels (flags.c), one cell (cells.c), the extra columns (columns.c), the
- * tables (table.c).  Reads the result structs (objects.h) and calls no
- * function of types/; types/ calls these for its reprs.
+ * tables (table.c), the table of runs under load (loadtable.c).  Reads the
+ * result structs (objects.h) and calls no function of types/; types/ calls
+ * these for its reprs.
  */
 #ifndef SHP_RENDER_RENDER_H
 #define SHP_RENDER_RENDER_H
@@ -45,6 +46,14 @@ int shp_stats_flags(const shp_Stats *s, const char *out[SHP_MAX_FLAGS]);
  * for Markdown or HTML ("<p>...</p>"); "" when no row has one.  New str, or
  * NULL with an exception. */
 PyObject *shp_flags_footnote(PyObject *items, PyObject *labels, int html);
+
+/* The load flags of a result ("overloaded", "requests dropped", "requests
+ * unserved", "few requests", "scheduler lag", "busy machine"), static
+ * strings in that order; returns how many.  Runs no Python, never fails. */
+int shp_load_flags(const shp_LoadStats *s, const char *out[SHP_MAX_FLAGS]);
+/* The footnote of a table of `items` (a list of LoadStats) whose rows are
+ * called `labels`, as shp_flags_footnote.  New str, or NULL. */
+PyObject *shp_load_footnote(PyObject *items, PyObject *labels, int html);
 
 /* ---- cells.c: one cell's text (new str, or NULL with an exception) ------- */
 
@@ -96,7 +105,28 @@ const char *shp_column_header(shp_column_id id);
 /* One extra cell of row `s` ("N/A" where the row has no figure). */
 PyObject *shp_column_cell(shp_Stats *s, shp_column_id id);
 
+/* ---- loadtable.c: a run under load ---------------------------------------- */
+
+/* format_load_table(results, title=None, format='markdown'): a module
+ * function (METH_FASTCALL | METH_KEYWORDS); a new str, or NULL. */
+PyObject *shp_format_load_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+/* The one-row Markdown / HTML table of one LoadStats (Jupyter); new str. */
+PyObject *shp_load_markdown(PyObject *load);
+PyObject *shp_load_html(PyObject *load);
+
 /* ---- table.c ------------------------------------------------------------ */
+
+/* How a column's cells are marked up. */
+typedef enum { SHP_CELL_PLAIN, SHP_CELL_BOLD, SHP_CELL_CODE } shp_cell_style;
+/* The one table layout: an optional `### title`, the header row of
+ * headers[0..ncols) (ncols <= 21), the alignment row, `rows` (a list of lists
+ * of ncols plain str, escaped here: Markdown, or HTML when `html`), then
+ * `note` (a str, already escaped; "" for none) after a blank line.  New str,
+ * or NULL with an exception. */
+PyObject *shp_table_render(PyObject *title, int ncols, const char *const *headers,
+                           const shp_cell_style *style, PyObject *rows, PyObject *note,
+                           int html);
 
 /* The module functions below are METH_FASTCALL | METH_KEYWORDS entry points:
  * a new reference, or NULL with an exception set. */

@@ -18,7 +18,9 @@
 #include <math.h>
 #include <string.h>
 
-typedef enum { DEC_PLAIN, DEC_BOLD, DEC_CODE } decoration;
+typedef enum {
+    DEC_PLAIN = SHP_CELL_PLAIN, DEC_BOLD = SHP_CELL_BOLD, DEC_CODE = SHP_CELL_CODE
+} decoration;
 
 #define MAX_COLS (10 + SHP_N_COLUMNS)   /* 7 released + VRAM + param + baseline + extras */
 #define FN "format_benchmark_table()"
@@ -249,6 +251,18 @@ done:
     Py_XDECREF(cells);
     Py_DECREF(lines);
     return res;
+}
+
+PyObject *
+shp_table_render(PyObject *title, int ncols, const char *const *headers,
+                 const shp_cell_style *style, PyObject *rows, PyObject *note, int html)
+{
+    grid g;
+    memset(&g, 0, sizeof(g));
+    for (int c = 0; c < ncols && c < MAX_COLS; c++)
+        add_col(&g, headers[c], NULL, (decoration)style[c]);
+    g.rows = rows;
+    return render(&g, title, note, html);
 }
 
 /* Render `items` (a list of BenchmarkStats, already checked). */

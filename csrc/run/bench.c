@@ -368,6 +368,18 @@ ensure_counter_floor(shp_state *st, shp_call *user, shp_counters *c,
 
 /* ---- results --------------------------------------------------------------- */
 
+int
+shp_diag_busy(shp_diag *d, const shp_preflight *pf)
+{
+    shp_diag_cause(d, SHP_CAUSE_BUSY);
+    return shp_diag_number(d, "load_average", pf->load1) < 0 ||
+           shp_diag_object(d, "cpus", PyLong_FromLong(pf->ncpu)) < 0 ||
+           shp_diag_object(d, "others_cpu_share", isnan(pf->others_share)
+                                                      ? Py_NewRef(Py_None)
+                                                      : PyFloat_FromDouble(pf->others_share)) < 0
+               ? -1 : 0;
+}
+
 /* What the result's own fields make doubtful (flags.c: stability, a busy
  * machine, launch-bound, overhead, page faults), with the numbers behind it,
  * and a clock too coarse for the median.  0 / -1. */
@@ -377,12 +389,7 @@ diagnose(const shp_Stats *s, const shp_preflight *pf, double overhead_ns, shp_di
     unsigned m = shp_stats_cause_mask(s);
     d->causes |= m;
     d->busy_known = s->machine_busy >= 0;
-    if ((m & (1u << SHP_CAUSE_BUSY)) &&
-        (shp_diag_number(d, "load_average", pf->load1) < 0 ||
-         shp_diag_object(d, "cpus", PyLong_FromLong(pf->ncpu)) < 0 ||
-         shp_diag_object(d, "others_cpu_share", isnan(pf->others_share)
-                                                    ? Py_NewRef(Py_None)
-                                                    : PyFloat_FromDouble(pf->others_share)) < 0))
+    if ((m & (1u << SHP_CAUSE_BUSY)) && shp_diag_busy(d, pf) < 0)
         return -1;
     if ((m & (1u << SHP_CAUSE_OVERHEAD)) &&
         (shp_diag_number(d, "median_ms", s->median_ms) < 0 ||
@@ -465,19 +472,16 @@ error:
     return NULL;
 }
 
-/* KeyboardInterrupt in the timed loop: BenchmarkInterrupted carrying what
- * was measured, chained to the original interrupt. */
-static void
-raise_interrupted(shp_state *st, shp_Stats *s)
+void
+shp_raise_interrupted(shp_state *st, PyObject *s, const char *message)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL)
         PyException_SetTraceback(value, tb);
-    PyObject *exc = PyObject_CallFunction(st->interrupted, "s",
-                                          "benchmark interrupted; .stats holds the iterations completed so far");
-    if (exc == NULL || PyObject_SetAttrString(exc, "stats", (PyObject *)s) < 0) {
+    PyObject *exc = PyObject_CallFunction(st->interrupted, "s", message);
+    if (exc == NULL || PyObject_SetAttrString(exc, "stats", s) < 0) {
         Py_XDECREF(exc);
         Py_XDECREF(type);
         Py_XDECREF(value);
@@ -643,7 +647,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
             goto done;
         }
         PyErr_Restore(type, value, tb);
-        raise_interrupted(st, s);
+        shp_raise_interrupted(st, (PyObject *)s,
+                              "benchmark interrupted; .stats holds the iterations completed so far");
         Py_DECREF(s);
         goto done;
     }

@@ -1,9 +1,11 @@
 /*
- * run/ -- one benchmark_callable call: what syncs each iteration (sync.c),
- * the progress line (progress.c), the collector held off (gcguard.c), the
- * warm-up and timed loops and their buffers (loop.c), the cold-start,
- * GPU-time and NVML fields (extras.c), instruction and cycle counts
- * (counters.c), the options, the overhead floor and the result (bench.c).
+ * run/ -- one benchmark_callable or benchmark_load call: what syncs each
+ * iteration (sync.c), the progress line (progress.c), the collector held
+ * off (gcguard.c), the warm-up and timed loops and their buffers (loop.c),
+ * the cold-start, GPU-time and NVML fields (extras.c), instruction and
+ * cycle counts (counters.c), the options, the overhead floor and the result
+ * (bench.c); benchmark_load, requests at a rate served by threads of our
+ * own (load.c).
  * Calls go down to every folder but scope/.
  */
 #ifndef SHP_RUN_RUN_H
@@ -303,5 +305,30 @@ void shp_counters_close(shp_counters *c);
  * or NULL with an exception set (BenchmarkInterrupted carries .stats). */
 PyObject *shp_benchmark_callable(PyObject *module, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames);
+/* Add to d the busy machine the preflight found, with its numbers (the
+ * warning's load_average, cpus, others_cpu_share).  0 / -1. */
+int shp_diag_busy(shp_diag *d, const shp_preflight *pf);
+/* Replace the KeyboardInterrupt now set by BenchmarkInterrupted(message)
+ * carrying `s` (a result) as .stats, the interrupt as its context.  Never
+ * fails: on an error making it, that error is set instead. */
+void shp_raise_interrupted(shp_state *st, PyObject *s, const char *message);
+
+/* ---- load.c: benchmark_load ---------------------------------------------------- */
+
+#define SHP_LOAD_DEFAULT_DURATION_S 10.0     /* the arrival window */
+#define SHP_LOAD_MAX_DURATION_S 1e6
+#define SHP_LOAD_MAX_REQUESTS 10000000       /* per run: ~80 bytes of records each */
+#define SHP_LOAD_MAX_WORKERS 256
+#define SHP_LOAD_SPIN_NS 200000LL            /* a worker spins the last 0.2 ms to an arrival */
+#define SHP_LOAD_POLL_NS 100000000LL         /* signals are checked every 0.1 s, */
+#define SHP_LOAD_QUIET_NS 500000000LL        /* when no worker is in a call within 0.5 s */
+#define SHP_LOAD_LEAD_NS 1000000LL           /* the schedule opens 1 ms after the gate */
+
+/* benchmark_load(func, *args, qps, <options>, **kwargs): a new LoadStats, or
+ * NULL with an exception set (BenchmarkInterrupted carries .stats; a
+ * worker's exception propagates with a note, and .stats when it has no
+ * attribute of that name). */
+PyObject *shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
 
 #endif /* SHP_RUN_RUN_H */

@@ -18,52 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- generator --------------------------------------------------------- */
+/* ---- generator: xoshiro256** (stats.h) ---------------------------------- */
 
-typedef struct { uint64_t s[4]; } rng;
-
-static uint64_t
-splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static void
-rng_seed(rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
-}
-
-static inline uint64_t
-rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t
-rng_next(rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-
-/* Uniform in (0, 1): 53 random bits, never 0 (logs are taken of it). */
-static inline double
-rng_open01(rng *r)
-{
-    return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
+typedef shp_rng rng;
+#define rng_seed shp_rng_seed
+#define rng_open01 shp_rng_open01
 
 /* Standard normal (Box-Muller; one of the pair is used: simple, and the
  * generator is cheap next to the logs). */

@@ -1,7 +1,8 @@
 /*
  * stats/ -- pure computation on C arrays: order statistics and the summary
  * (summary.c), the bootstrap ratio of two medians (bootstrap.c), verdicts
- * that hold across runs (verdict.c), a run's stability (stability.c).  No
+ * that hold across runs (verdict.c), a run's stability (stability.c), a run
+ * under load: its schedule, queue recursions and intervals (queueing.c).  No
  * Python objects in or out; functions that allocate say so and fail with
  * MemoryError.  Calls nothing outside this folder.
  */
@@ -9,6 +10,57 @@
 #define SHP_STATS_STATS_H
 
 #include "shp.h"
+
+/* ---- the seeded generator (xoshiro256**), inline: calls nothing ---------- */
+
+/* One generator for every seeded draw of the package (bootstrap.c's
+ * resamples, queueing.c's arrival schedules and block bootstrap): the same
+ * seed gives the same numbers on every platform. */
+typedef struct { uint64_t s[4]; } shp_rng;
+
+static inline uint64_t
+shp_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline void
+shp_rng_seed(shp_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = shp_splitmix64(&seed);
+}
+
+static inline uint64_t
+shp_rng_next(shp_rng *r)
+{
+    uint64_t *s = r->s, res = ((s[1] * 5) << 7 | (s[1] * 5) >> 57) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return res;
+}
+
+/* Uniform in (0, 1): 53 random bits, never 0 (logs are taken of it). */
+static inline double
+shp_rng_open01(shp_rng *r)
+{
+    return ((double)(shp_rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform integer in [0, n) (n >= 1; Lemire's multiply, bias below 2^-32 for
+ * the sizes used here). */
+static inline Py_ssize_t
+shp_rng_below(shp_rng *r, Py_ssize_t n)
+{
+    return (Py_ssize_t)(((shp_rng_next(r) >> 32) * (uint64_t)n) >> 32);
+}
 
 /* ---- summary.c ---------------------------------------------------------- */
 
@@ -248,6 +300,68 @@ typedef struct {
 void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
                            const shp_summary *sm, shp_stability *out);
 
+/* ---- queueing.c: a run under load ------------------------------------------ */
+
+/* The arrival times of a schedule fixed in advance, in ns from the opening of
+ * a window of window_ns: a Poisson process of rate qps (exponential gaps from
+ * the seeded generator) when `poisson`, else one every 1 / qps from 0.  A
+ * new PyMem array into *out (NULL when none) and its length into *n.  0, or
+ * -1 with MemoryError. */
+int shp_load_schedule(int poisson, double qps, int64_t window_ns, uint64_t seed, int64_t **out,
+                      Py_ssize_t *n);
+/* The latencies of a first-come-first-served queue with `servers` servers
+ * (Lindley's recursion for one, Kiefer-Wolfowitz's for more: each request to
+ * the server free earliest) for requests arriving at arrival[0..n)
+ * (ascending) with service times service[0..n): out[i] = completion -
+ * arrival, in the inputs' unit.  0, or -1 with MemoryError. */
+int shp_fcfs_latencies(const double *arrival, const double *service, Py_ssize_t n,
+                       Py_ssize_t servers, double *out);
+
+/* The backlog's growth over the second half of the arrival window, when
+ * requests keep arriving while they are not completed: it is about zero for
+ * a queue that keeps up, and grows at (arrival rate - service rate) for one
+ * that does not.  Overloaded: it grew by more than SHP_LOAD_OVERLOAD_Z times
+ * the Poisson noise of the half's arrivals (sqrt), plus one. */
+#define SHP_LOAD_OVERLOAD_Z 3.0
+#define SHP_LOAD_OVERLOAD_MIN_ARRIVALS 20   /* fewer in the half: not judged */
+typedef struct {
+    Py_ssize_t growth;          /* not completed (dropped included) at the window's end
+                                   minus half-way */
+    double growth_per_s;        /* that per second of the half */
+    Py_ssize_t backlog_end;     /* waiting or in service when the window closed */
+    Py_ssize_t arrived_second_half;
+    int overloaded;             /* 1, 0, or -1: too few arrivals to say */
+} shp_backlog;
+/* From the arrivals (ascending, ns from the window's opening), the
+ * completions and the dropped requests' arrivals (both ascending).  Never
+ * fails. */
+void shp_load_backlog(const int64_t *arrivals, Py_ssize_t na, const int64_t *done, Py_ssize_t nd,
+                      const int64_t *dropped, Py_ssize_t ndrop, int64_t window_ns,
+                      shp_backlog *out);
+
+/* The bootstrap's sizes: at least SHP_LOAD_MIN_BLOCKS blocks; replicates
+ * SHP_LOAD_BOOT_REPS, fewer for long runs (SHP_LOAD_BOOT_WORK values resampled
+ * in all), never under SHP_LOAD_BOOT_MIN_REPS. */
+#define SHP_LOAD_MIN_BLOCKS 20
+#define SHP_LOAD_BOOT_REPS 1000
+#define SHP_LOAD_BOOT_MIN_REPS 100
+#define SHP_LOAD_BOOT_WORK 2e8
+/* The block length for x[0..n) in order: the largest variance ratio of
+ * block means (b Var(means of b) / Var(x), b = 2, 4, ..., 32 blocks at
+ * least), never under n^(1/3), never over n / SHP_LOAD_MIN_BLOCKS; at least
+ * 1.  Never fails. */
+Py_ssize_t shp_block_length(const double *x, Py_ssize_t n);
+/* The replicates for n latencies.  Never fails. */
+Py_ssize_t shp_bootstrap_reps(Py_ssize_t n);
+/* The 95% interval of each percentile q[0..nq) (fractions in [0, 1],
+ * NumPy-linear) of x[0..n) taken in order, by a circular block bootstrap of
+ * `reps` replicates with blocks of `block` latencies, seeded: [lo[j], hi[j]]
+ * are the 2.5th and 97.5th percentiles of the replicates' percentile.  NaN
+ * when n < 2.  0, or -1 with MemoryError. */
+int shp_percentile_block_ci(const double *x, Py_ssize_t n, const double *q, int nq,
+                            Py_ssize_t block, uint64_t seed, Py_ssize_t reps, double *lo,
+                            double *hi);
+
 /* ---- thresholds of a run's diagnosis (flags.c, bench.c, extras.c) ------- */
 
 /* Per-iteration page faults above which a result warns of allocator state. */
@@ -256,6 +370,10 @@ void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
 #define SHP_OVERHEAD_FACTOR 100.0
 /* A median under this many times the clock's resolution: the timer is coarse for it. */
 #define SHP_COARSE_TIMER_FACTOR 20.0
+/* benchmark_load: a p99 from fewer completed requests rests on under 10 above it. */
+#define SHP_LOAD_FEW_REQUESTS 1000
+/* benchmark_load: the harness's lag at p99 above this share of the latency's p99. */
+#define SHP_LOAD_LAG_SHARE 0.1
 /* host_share above this: launch-bound (the GPU had little left when the call returned). */
 #define SHP_LAUNCH_BOUND 0.8
 

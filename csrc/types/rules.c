@@ -3,14 +3,16 @@
  * written once: the t quantile and the margin rule of every verdict
  * (stats/verdict.c), Markdown and HTML escaping (render/markup.c), the count
  * rule of every argument (capi/args.c), the near-option note on a keyword meant
- * for the harness (capi/notes.c), and the pooling of several runs or
- * segments into one result.  The plugin's gate, the scope profiler's tables,
+ * for the harness (capi/notes.c), the pooling of several runs or segments into
+ * one result, and the queue recursion a run under load is held to
+ * (stats/queueing.c).  The plugin's gate, the scope profiler's tables,
  * the runner and the CLI call these; none keeps a copy.
  */
 #include "types/types.h"
 
 #include <math.h>
 #include <string.h>
+#include <numpy/arrayobject.h>
 
 /* _t975(df): Student's t two-sided 95% quantile (df may be inf). */
 PyObject *
@@ -120,6 +122,42 @@ shp_note_near_option_py(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (rc < 0)
         return NULL;
     return PyBool_FromLong(rc);
+}
+
+/* _fcfs_latencies(arrivals, service, servers=1) -> float64 array */
+PyObject *
+shp_fcfs_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"arrivals", "service", "servers"};
+    static const shp_argspec spec = {"_fcfs_latencies", names, 3, 3, 2, 0};
+    PyObject *v[3], *res = NULL;
+    Py_ssize_t servers = 1, na = 0, ns = 0;
+    double *a = NULL, *s = NULL;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        (v[2] != NULL && shp_arg_count(v[2], "_fcfs_latencies()", "servers", 1, -1, &servers) < 0) ||
+        shp_samples_from_object(v[0], &a, &na) < 0 || shp_samples_from_object(v[1], &s, &ns) < 0)
+        goto done;
+    if (na != ns) {
+        PyErr_Format(PyExc_ValueError, "_fcfs_latencies(): arrivals and service differ in "
+                     "length (%zd, %zd)", na, ns);
+        goto done;
+    }
+    for (Py_ssize_t i = 1; i < na; i++)
+        if (!(a[i] >= a[i - 1])) {
+            PyErr_Format(PyExc_ValueError, "_fcfs_latencies(): arrivals must be in order "
+                         "(arrivals[%zd] < arrivals[%zd])", i, i - 1);
+            goto done;
+        }
+    npy_intp dim = (npy_intp)na;
+    res = PyArray_SimpleNew(1, &dim, NPY_DOUBLE);
+    if (res != NULL && shp_fcfs_latencies(a, s, na, servers,
+                                          (double *)PyArray_DATA((PyArrayObject *)res)) < 0)
+        Py_CLEAR(res);
+done:
+    PyMem_Free(a);
+    PyMem_Free(s);
+    return res;
 }
 
 /* ---- pooling ---------------------------------------------------------------------- */

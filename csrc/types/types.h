@@ -3,7 +3,8 @@
  * BenchmarkStats and the filling of a result from statistics
  * (benchstats.c), the one BenchmarkWarning of a call (warn.c),
  * GPUMemoryInfo (gpumem.c), Comparison and compare_benchmarks (compare.c),
- * CudaSync (cudasync.c).  Calls go down to render/, stats/, capi/, gpu/,
+ * CudaSync (cudasync.c), LoadStats (loadstats.c), the core's rules for the
+ * Python layer (rules.c).  Calls go down to render/, stats/, capi/, gpu/,
  * platform/.
  */
 #ifndef SHP_TYPES_TYPES_H
@@ -47,6 +48,22 @@ int shp_stats_apply_rerun(shp_state *st, shp_Stats *s, double known_spread);
  * for results pooled from repetitions); returns stats. */
 PyObject *shp_apply_rerun_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
+
+/* ---- loadstats.c ------------------------------------------------------------- */
+
+extern PyType_Spec shp_load_spec;
+/* New LoadStats with every field at its default; NULL on error. */
+shp_LoadStats *shp_load_alloc(shp_state *st);
+/* Take ownership of a PyMem_Malloc'd array x[0..n) (ms) as array `which`
+ * (shp_load_array), or NULL for none.  0, or -1 with MemoryError (x is freed
+ * then). */
+int shp_load_adopt(shp_LoadStats *s, int which, double *x, Py_ssize_t n);
+/* The latency, service and lag figures of s from its arrays (latencies of
+ * n >= 1 requests; nothing when none): percentiles NumPy-linear, the 95%
+ * intervals of p50 and p99 by queueing.c's block bootstrap seeded with
+ * s->seed, ci_block, queue_share.  0, or -1 with MemoryError. */
+int shp_load_summarize(shp_LoadStats *s);
+void shp_load_prepare_spec(void);
 
 /* ---- warn.c: the one BenchmarkWarning of a benchmark call ---------------- */
 
@@ -150,6 +167,11 @@ PyObject *shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
  * (shp_note_near_option) for the adapters' own options. */
 PyObject *shp_note_near_option_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames);
+/* _fcfs_latencies(arrivals, service, servers=1): the latencies of a
+ * first-come-first-served queue (queueing.c: Lindley's recursion for one
+ * server), a float64 array; for tests and bench/ to hold a run to theory. */
+PyObject *shp_fcfs_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames);
 
 /* Fill the specs' getset tables from the field tables.  Called once per
  * process, before any type is made (PyInit__native). */

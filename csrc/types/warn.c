@@ -64,6 +64,8 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "GPU time by CUDA events could not be measured."},
     [SHP_CAUSE_NO_COUNTERS] = {"CountersWarning",
         "A counter asked for with counters= is not available here."},
+    [SHP_CAUSE_OVERLOADED] = {"OverloadedWarning",
+        "Requests arrived faster than they were served: the backlog grew."},
 };
 
 /* Where every cause is explained at length (a heading of docs/statistics.md). */
@@ -76,19 +78,20 @@ static const cause_def causes[SHP_N_CAUSES] = {
 /* The words of a remedy: what the user can change in the interface they
  * called (its parameters, the CLI's flags, the plugin's options).  Each caller
  * passes its own down as data (the context variable _native._remedy_words, a
- * tuple of five str, set by the package's remedy_words()); a call made
+ * tuple of seven str, set by the package's remedy_words()); a call made
  * directly gets benchmark_callable's.  Each is a noun phrase: the knob that
  * lengthens the warm-up, the one that takes more timed calls, how to repeat
- * in fresh processes, an A/B comparison the neighbours do not move, and how
- * to count instructions under callgrind. */
+ * in fresh processes, an A/B comparison the neighbours do not move, how to
+ * count instructions under callgrind, and a run under load's rate and its
+ * serving threads. */
 typedef struct {
-    const char *warmup, *iters, *repeat, *compare, *counted;
+    const char *warmup, *iters, *repeat, *compare, *counted, *qps, *workers;
 } entry_names;
 
-#define N_WORDS 5
+#define N_WORDS 7
 static const entry_names for_callable = {
     "num_warmup", "num_iters", "benchmark_repeated", "compare_callables",
-    "spatialhub-bench --instructions"};
+    "spatialhub-bench --instructions", "qps", "workers"};
 
 /* ---- collecting ---------------------------------------------------------- */
 
@@ -311,6 +314,8 @@ words_in_effect(shp_state *st, entry_names *out, PyObject **hold)
     out->repeat = w[2];
     out->compare = w[3];
     out->counted = w[4];
+    out->qps = w[5];
+    out->workers = w[6];
     *hold = v;
 }
 
@@ -519,6 +524,18 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
     case SHP_CAUSE_NO_COUNTERS:
         PyOS_snprintf(buf, n, "none here (warning.reason) -- count with %s", w->counted);
         break;
+    case SHP_CAUSE_OVERLOADED: {
+        double growth = number(a, "backlog_growth_qps");
+        if (growth >= 0.0) {
+            coarse_count(growth, x, sizeof x);
+            PyOS_snprintf(buf, n, "the backlog grew %s requests/s -- lower %s or raise %s", x,
+                          w->qps, w->workers);
+        }
+        else
+            PyOS_snprintf(buf, n, "the backlog grew through the run -- lower %s or raise %s",
+                          w->qps, w->workers);
+        break;
+    }
     default:
         buf[0] = '\0';
     }

@@ -440,6 +440,44 @@ def rerun_and_malloc():
     swallow(_native._malloc_raise_mmap_threshold, "x")
 
 
+def under_load():
+    """Issue 34: benchmark_load's threads, records and result -- a run, a failing request,
+    overload with drops, the closed and offline modes -- and LoadStats's own paths."""
+    import threading
+    import time
+
+    s = prof.benchmark_load(_native._noop, qps=500, duration_s=0.05, workers=2, seed=1,
+                            num_warmup=1)
+    back = prof.LoadStats.from_dict(json.loads(s.to_json(samples=True)))
+    pickle.loads(pickle.dumps(back))
+    s.percentile_ci(90)
+    prof.format_load_table([s, back], "t")
+    s._repr_html_()
+    view = s.latencies_ms
+    s.__init__("x", "CPU", latencies_ms=[1.0, 2.0])    # re-init while a view is alive
+    float(view.sum())
+    count = [0]
+
+    def bad():
+        count[0] += 1
+        if count[0] == 5:
+            raise ValueError("boom")
+    swallow(prof.benchmark_load, bad, qps=500, duration_s=0.05, workers=3, num_warmup=0)
+    prof.benchmark_load(lambda: time.sleep(0.002), qps=2000, duration_s=0.03, max_queue=1,
+                        num_warmup=0)
+    prof.benchmark_load(_native._noop, arrival="closed", duration_s=0.02, num_warmup=0)
+    prof.benchmark_load(_native._noop, arrival="offline", duration_s=0.02, workers=2,
+                        num_warmup=0)
+    threading.Timer(0.02, __import__("_thread").interrupt_main).start()
+    swallow(prof.benchmark_load, lambda: time.sleep(0.001), qps=200, duration_s=1.0,
+            num_warmup=0)
+    for bad_kw in ({"qps": 0}, {"qps": "x"}, {}, {"qps": 1, "workers": 0},
+                   {"qps": 1, "num_iters": 3}, {"arrival": "closed", "qps": 1}):
+        swallow(prof.benchmark_load, _native._noop, **bad_kw)
+    _native._fcfs_latencies([0.0, 1.0, 2.0], [1.5, 1.5, 1.5], 2)
+    swallow(_native._fcfs_latencies, [1.0, 0.0], [1.0, 1.0])
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     warnings.simplefilter("ignore")
@@ -455,6 +493,7 @@ def main():
         issue23()
         verdicts_and_stability()
         rerun_and_malloc()
+        under_load()
         gc.collect()
     print(json.dumps({"rounds": rounds, "ok": True}))
 

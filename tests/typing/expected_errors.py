@@ -4,8 +4,8 @@ strict check of user_script.py can fail, i.e. the public API is not ``Any``."""
 from __future__ import annotations
 
 from spatialhub.utils.profiling import (HierarchicalProfiler, benchmark_callable,
-                                        check_outputs, compare_callables, sweep, timeit,
-                                        write_report)
+                                        benchmark_load, check_outputs, compare_callables,
+                                        find_peak_qps, sweep, timeit, write_report)
 
 
 @timeit()
@@ -33,3 +33,6 @@ def mistakes() -> None:
     passed: str = check_outputs(double, double, [1]).passed  # E: assignment
     write_report([stats], "r.html", format="pdf")  # E: arg-type
     print(label, rows, passed)
+    benchmark_load(double, qps="fast")  # E: arg-type
+    peak: int = find_peak_qps(double, latency_bound_ms=5.0)  # E: assignment
+    print(peak)

@@ -18,14 +18,15 @@ import spatialhub.utils.profiling as sp
 from spatialhub.utils.profiling import (
     BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, BusyMachineWarning,
     CoarseTimerWarning, Comparison, CudaSync, DriftingWarning, GPUClockWarning,
-    GPUMemoryInfo, GPUTimeWarning, HierarchicalProfiler, LaunchBoundWarning,
-    MultimodalWarning, NoDeviceSyncWarning, NoisyWarning, OverheadWarning,
+    GPUMemoryInfo, GPUTimeWarning, HierarchicalProfiler, LaunchBoundWarning, LoadStats,
+    MultimodalWarning, NoDeviceSyncWarning, NoisyWarning, OverheadWarning, OverloadedWarning,
     PageFaultWarning, ProfileNode, SharedGPUWarning, SweepResult, ThrottledWarning,
-    Timer, VRAMNotTrackedWarning, WarmupWarning, benchmark_callable, benchmark_onnx,
-    benchmark_repeated, calibrate_run_spread, compare_benchmarks, compare_callables,
-    compare_repeated, forget_run_spread, format_benchmark_table, get_cuda_sync_fn,
-    get_gpu_vram_mb, get_ram_mb, machine_run_spread, plot_latency, plot_sweep,
-    profile_model, profiler, suppressed_warnings, sweep, timeit)
+    Timer, VRAMNotTrackedWarning, WarmupWarning, benchmark_callable, benchmark_load,
+    benchmark_onnx, benchmark_repeated, calibrate_run_spread, compare_benchmarks,
+    compare_callables, compare_repeated, find_peak_qps, forget_run_spread,
+    format_benchmark_table, format_load_table, get_cuda_sync_fn, get_gpu_vram_mb, get_ram_mb,
+    machine_run_spread, mlperf_offline, mlperf_single_stream, plot_latency, plot_load,
+    plot_sweep, profile_model, profiler, suppressed_warnings, sweep, timeit)
 from spatialhub.utils.profiling import OutputCheck, check_outputs, write_report
 
 
@@ -56,6 +57,22 @@ def measure() -> None:
     said: dict[str, int] = suppressed_warnings()
     print(median, samples, table, ratio, interleaved, repeated, fresh, rows, onnx, model,
           batched, fig_a, fig_b, said)
+
+
+def under_load() -> None:
+    run: LoadStats = benchmark_load(work, 100, qps=50.0, duration_s=0.5, workers=2, seed=1)
+    p99: float | None = run.p99_ms
+    latencies: npt.NDArray[np.float64] | None = run.latencies_ms
+    ci: tuple[float | None, float | None, float | None] = run.percentile_ci(90.0)
+    back: LoadStats = LoadStats.from_dict(run.to_dict(samples=True))
+    text: str = format_load_table([run, back], "under load")
+    peak: LoadStats = find_peak_qps(work, 100, latency_bound_ms=5.0, duration_s=1.0)
+    found: Any = (peak.search or {}).get("peak_qps")
+    single: LoadStats = mlperf_single_stream(work, 100, duration_s=1.0)
+    offline: LoadStats = mlperf_offline(work, 100, batch_size=8)
+    samples_s: float | None = offline.throughput
+    fig: Any = plot_load([run, single], latency_bound_ms=5.0)
+    print(p99, latencies, ci, text, found, samples_s, fig)
 
 
 def machine() -> None:
@@ -120,13 +137,13 @@ def filters() -> None:
         BusyMachineWarning, CoarseTimerWarning, DriftingWarning, GPUClockWarning,
         GPUTimeWarning, LaunchBoundWarning, MultimodalWarning, NoDeviceSyncWarning,
         NoisyWarning, OverheadWarning, PageFaultWarning, SharedGPUWarning,
-        ThrottledWarning, VRAMNotTrackedWarning, WarmupWarning]
+        ThrottledWarning, VRAMNotTrackedWarning, WarmupWarning, OverloadedWarning]
     for cause in causes:
         warnings.filterwarnings("ignore", category=cause)
     try:
         measure()
     except BenchmarkInterrupted as e:
-        partial: BenchmarkStats | list[BenchmarkStats] | None = e.stats
+        partial: BenchmarkStats | list[BenchmarkStats] | LoadStats | None = e.stats
         print(partial)
     names: list[str] = sp.__all__
     print(names)

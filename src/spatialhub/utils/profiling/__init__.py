@@ -21,9 +21,12 @@ from ._native import (
     Comparison,
     CudaSync,
     GPUMemoryInfo,
+    LoadStats,
     benchmark_callable,
+    benchmark_load,
     compare_benchmarks,
     format_benchmark_table,
+    format_load_table,
     get_cuda_sync_fn,
     get_gpu_vram_mb,
     get_ram_mb,
@@ -42,6 +45,7 @@ from ._native import (
     NoDeviceSyncWarning,
     NoisyWarning,
     OverheadWarning,
+    OverloadedWarning,
     PageFaultWarning,
     SharedGPUWarning,
     ThrottledWarning,
@@ -56,9 +60,12 @@ __all__ = [
     "Comparison",
     "CudaSync",
     "GPUMemoryInfo",
+    "LoadStats",
     "benchmark_callable",
+    "benchmark_load",
     "compare_benchmarks",
     "format_benchmark_table",
+    "format_load_table",
     "get_cuda_sync_fn",
     "get_gpu_vram_mb",
     "get_ram_mb",
@@ -74,6 +81,7 @@ __all__ = [
     "NoDeviceSyncWarning",
     "NoisyWarning",
     "OverheadWarning",
+    "OverloadedWarning",
     "PageFaultWarning",
     "SharedGPUWarning",
     "ThrottledWarning",
@@ -117,11 +125,13 @@ _declare_dataclass_fields()
 from .onnx_models import benchmark_onnx  # noqa: E402
 from .sweeps import SweepResult, sweep  # noqa: E402
 from .torch_models import profile_model  # noqa: E402
-from .plot import plot_latency, plot_sweep  # noqa: E402
+from .plot import plot_latency, plot_load, plot_sweep  # noqa: E402
+from .load import find_peak_qps, mlperf_offline, mlperf_single_stream  # noqa: E402
 from .runner import benchmark_repeated, compare_callables, compare_repeated  # noqa: E402
 
 __all__ += ["SweepResult", "benchmark_onnx", "profile_model", "sweep", "plot_latency",
-            "plot_sweep", "benchmark_repeated", "compare_callables", "compare_repeated"]
+            "plot_sweep", "benchmark_repeated", "compare_callables", "compare_repeated",
+            "plot_load", "find_peak_qps", "mlperf_single_stream", "mlperf_offline"]
 
 # The readiness report: outputs checked beside the speed, one offline page (report.py
 # draws its figures itself, svg.py: no matplotlib).

@@ -26,6 +26,7 @@ class NoDeviceSyncWarning(BenchmarkWarning): ...
 class VRAMNotTrackedWarning(BenchmarkWarning): ...
 class GPUTimeWarning(BenchmarkWarning): ...
 class CountersWarning(BenchmarkWarning): ...
+class OverloadedWarning(BenchmarkWarning): ...
 
 def suppressed_warnings() -> dict[str, int]: ...
 
@@ -65,9 +66,21 @@ MODE_MIN_SAMPLES: int
 NOISY_MIN_SAMPLES: int
 LLC_ASSUMED_BYTES: int
 RSS_SHARE_NS: int
+LOAD_DEFAULT_DURATION_S: float
+LOAD_OVERLOAD_Z: float
+LOAD_LAG_SHARE: float
+LOAD_MAX_REQUESTS: int
+LOAD_MAX_WORKERS: int
+LOAD_FEW_REQUESTS: int
+LOAD_OVERLOAD_MIN_ARRIVALS: int
+LOAD_MIN_BLOCKS: int
+LOAD_BOOT_REPS: int
+LOAD_SPIN_NS: int
 
 class BenchmarkInterrupted(KeyboardInterrupt):
-    stats: "BenchmarkStats"
+    # a BenchmarkStats; [pool of a, pool of b] from compare_repeated; a LoadStats from
+    # benchmark_load
+    stats: Any
     partial: Any  # set by sweep(): the SweepResult of the values done so far
 
 class BenchmarkStats:
@@ -234,6 +247,147 @@ class Comparison:
 
 class CudaSync:
     def __call__(self) -> None: ...
+
+Arrival = Literal["poisson", "uniform", "closed", "offline"]
+
+class LoadStats:
+    name: str
+    device: str
+    arrival: Optional[str]
+    offered_qps: Optional[float]
+    arrival_qps: Optional[float]
+    achieved_qps: Optional[float]
+    duration_s: float
+    workers: int
+    warmup_iters: int
+    requests: int
+    completed: int
+    dropped: int
+    unserved: int
+    seed: Optional[int]
+    max_queue: Optional[int]
+    mean_ms: Optional[float]
+    p50_ms: Optional[float]
+    p90_ms: Optional[float]
+    p99_ms: Optional[float]
+    p999_ms: Optional[float]
+    max_ms: Optional[float]
+    p50_ci_low_ms: Optional[float]
+    p50_ci_high_ms: Optional[float]
+    p99_ci_low_ms: Optional[float]
+    p99_ci_high_ms: Optional[float]
+    ci_block: Optional[int]
+    service_mean_ms: Optional[float]
+    service_p50_ms: Optional[float]
+    service_p99_ms: Optional[float]
+    service_max_ms: Optional[float]
+    queue_share: Optional[float]
+    overloaded: Optional[bool]
+    backlog_growth_qps: Optional[float]
+    backlog_end: Optional[int]
+    lag_p50_ms: Optional[float]
+    lag_p99_ms: Optional[float]
+    lag_max_ms: Optional[float]
+    batch_size: int
+    machine_busy: Optional[bool]
+    env: Optional[dict[str, Any]]
+    search: Optional[dict[str, Any]]
+    @property
+    def arrivals_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def latencies_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def service_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def lag_ms(self) -> Optional[npt.NDArray[np.float64]]: ...
+    @property
+    def throughput(self) -> Optional[float]: ...
+    @property
+    def flags(self) -> tuple[str, ...]: ...
+    def __init__(
+        self,
+        name: str,
+        device: str,
+        *,
+        arrival: Optional[str] = None,
+        offered_qps: Optional[float] = None,
+        arrival_qps: Optional[float] = None,
+        achieved_qps: Optional[float] = None,
+        duration_s: float = 0.0,
+        workers: int = 1,
+        warmup_iters: int = 0,
+        requests: int = 0,
+        completed: int = 0,
+        dropped: int = 0,
+        unserved: int = 0,
+        seed: Optional[int] = None,
+        max_queue: Optional[int] = None,
+        mean_ms: Optional[float] = None,
+        p50_ms: Optional[float] = None,
+        p90_ms: Optional[float] = None,
+        p99_ms: Optional[float] = None,
+        p999_ms: Optional[float] = None,
+        max_ms: Optional[float] = None,
+        p50_ci_low_ms: Optional[float] = None,
+        p50_ci_high_ms: Optional[float] = None,
+        p99_ci_low_ms: Optional[float] = None,
+        p99_ci_high_ms: Optional[float] = None,
+        ci_block: Optional[int] = None,
+        service_mean_ms: Optional[float] = None,
+        service_p50_ms: Optional[float] = None,
+        service_p99_ms: Optional[float] = None,
+        service_max_ms: Optional[float] = None,
+        queue_share: Optional[float] = None,
+        overloaded: Optional[bool] = None,
+        backlog_growth_qps: Optional[float] = None,
+        backlog_end: Optional[int] = None,
+        lag_p50_ms: Optional[float] = None,
+        lag_p99_ms: Optional[float] = None,
+        lag_max_ms: Optional[float] = None,
+        batch_size: int = 1,
+        machine_busy: Optional[bool] = None,
+        env: Optional[dict[str, Any]] = None,
+        search: Optional[dict[str, Any]] = None,
+        arrivals_ms: Optional[Iterable[float]] = None,
+        latencies_ms: Optional[Iterable[float]] = None,
+        service_ms: Optional[Iterable[float]] = None,
+        lag_ms: Optional[Iterable[float]] = None,
+    ) -> None: ...
+    def to_dict(self, *, samples: bool = False) -> dict[str, Any]: ...
+    def to_json(self, *, samples: bool = False, indent: Union[None, int, str] = None) -> str: ...
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "LoadStats": ...
+    def percentile_ci(
+        self, percentile: float
+    ) -> tuple[Optional[float], Optional[float], Optional[float]]: ...
+    def _repr_markdown_(self) -> str: ...
+    def _repr_html_(self) -> str: ...
+
+def benchmark_load(
+    func: Callable[..., Any],
+    /,
+    *args: Any,
+    qps: Optional[float] = None,
+    duration_s: float = 10.0,
+    workers: int = 1,
+    arrival: Arrival = "poisson",
+    num_warmup: int = ...,
+    seed: Optional[int] = None,
+    max_queue: Optional[int] = None,
+    name: str = "BenchmarkTarget",
+    device: str = "CPU",
+    sync_fn: Optional[Callable[[], Any]] = None,
+    **kwargs: Any,
+) -> LoadStats: ...
+def format_load_table(
+    results: Union[LoadStats, Iterable[LoadStats]],
+    title: Optional[str] = None,
+    *,
+    format: Literal["markdown", "html"] = "markdown",
+) -> str: ...
+def _fcfs_latencies(
+    arrivals: Iterable[float], service: Iterable[float], servers: SupportsIndex = 1
+) -> npt.NDArray[np.float64]: ...
 
 def benchmark_callable(
     func: Callable[..., Any],

@@ -6,11 +6,12 @@ composes the text; each caller passes its words down with :func:`remedy_words` (
 context variable, so nested and concurrent callers keep their own).  A direct
 ``benchmark_callable`` call gets :data:`CALLABLE`'s words, which the core holds too.
 
-Each entry is ``(warmup, iters, repeat, compare, counted)``: the knob that lengthens
-the warm-up, the one that takes more timed calls, how to repeat the measurement in fresh
-processes, how to answer an A/B question whatever the neighbours do (interleaved sides,
-or instruction counts where the interface has no interleaving), and how to count
-instructions under callgrind.  Each is short: a warning's line holds one or two of them
+Each entry is ``(warmup, iters, repeat, compare, counted, qps, workers)``: the knob that
+lengthens the warm-up, the one that takes more timed calls, how to repeat the measurement
+in fresh processes, how to answer an A/B question whatever the neighbours do (interleaved
+sides, or instruction counts where the interface has no interleaving), how to count
+instructions under callgrind, and a run under load's rate and its serving threads
+(``benchmark_load``).  Each is short: a warning's line holds one or two of them
 within ~100 characters.
 """
 from __future__ import annotations
@@ -20,18 +21,20 @@ from typing import Iterator, Tuple
 
 from . import _native
 
-Words = Tuple[str, str, str, str, str]
+Words = Tuple[str, str, str, str, str, str, str]
 
 CALLABLE: Words = ("num_warmup", "num_iters", "benchmark_repeated", "compare_callables",
-                   "spatialhub-bench --instructions")
+                   "spatialhub-bench --instructions", "qps", "workers")
 MODELS: Words = ("warmup", "iters", "a second run", "compare_callables",
-                 "spatialhub-bench --instructions")
+                 "spatialhub-bench --instructions", "qps", "workers")
 COMPARE: Words = ("num_warmup", "rounds", "a second comparison", "more rounds",
-                  "spatialhub-bench --instructions")
-CLI: Words = ("--warmup", "--iters", "--processes", "--instructions", "--instructions")
+                  "spatialhub-bench --instructions", "qps", "workers")
+CLI: Words = ("--warmup", "--iters", "--processes", "--instructions", "--instructions",
+              "--qps", "--workers")
+# benchmark.load(func, qps=..., workers=...) takes benchmark_load's own parameters
 PYTEST: Words = ("--benchmark-warmup-iterations", "--benchmark-min-rounds",
                  "--benchmark-processes", "--benchmark-instructions",
-                 "--benchmark-instructions")
+                 "--benchmark-instructions", "qps", "workers")
 
 
 def current() -> Words:

@@ -19,8 +19,12 @@ import warnings
 
 import numpy as np
 
-from ._native import ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, benchmark_callable
+from ._native import (ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, LOAD_DEFAULT_DURATION_S,
+                      benchmark_callable)
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from ._numbers import number as _number
+from .load import MAX_TIME_S as FIND_PEAK_MAX_TIME
+from .load import find_peak_qps
 from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
 
@@ -37,6 +41,9 @@ TORCH_ITERS = 100          # a torch module: profile_model's default
 # this many fresh processes: a later --compare decides only on a measured spread
 # (docs/statistics.md, "Numbers that hold across runs").
 SAVED_PROCESSES = 10
+LOAD_DURATION = LOAD_DEFAULT_DURATION_S   # --duration: benchmark_load's arrival window
+ARRIVALS = ("poisson", "uniform", "closed", "offline")
+FIND_PEAK_PERCENTILE = inspect.signature(find_peak_qps).parameters["percentile"].default
 
 EPILOG = f"""\
 modes (pick at most one; none runs the demo):
@@ -80,6 +87,11 @@ examples:
   {PROG} --onnx model.onnx --providers CPU,CUDA --report report.html --budget p99_ms=30
       a readiness report: one offline HTML page (figures included, no matplotlib), the
       CUDA provider against the CPU one, the P99 budget met or failed (*.md: Markdown)
+  {PROG} --callable mypkg.ops:resize --args-shape 1,3,224,224 --qps 200 --duration 10
+      latency under load: Poisson arrivals at 200 requests/s for 10 s, each latency from
+      the request's intended arrival to its completion (queueing included)
+  {PROG} --callable mypkg.ops:resize --args-shape 1,3,224,224 --find-peak --latency-bound 30
+      the highest rate whose p99 stays within 30 ms, with confidence (probes of 10 s)
 
 exit status: 0 ok; 1 the benchmark, an import or a file failed; 2 bad command line;
   3 --fail-if-slower: a verdict of "slower" beyond PCT (with --instructions: more
@@ -124,6 +136,26 @@ def _int_list(text):
     if not parts:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
     return tuple(_positive_int(p) for p in parts)
+
+
+def _positive_real(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def _percentile(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentile (e.g. 99), got {text!r}") from None
+    if not 0 < v < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentile in (0, 100), got {text!r}")
+    return v
 
 
 def _percent(text):
@@ -257,6 +289,38 @@ def build_parser():
                            f"{_pct(ASSUMED_RUN_SPREAD)}%%, what separate runs showed on a "
                            "shared 2-core VM)")
 
+    load = p.add_argument_group("latency under load (demo and --callable)")
+    load.add_argument("--qps", type=_positive_real, metavar="RATE",
+                      help="run under load: requests arrive at RATE per second on a schedule "
+                           "fixed in advance; each latency runs from the intended arrival to "
+                           "the completion, queueing included (benchmark_load)")
+    load.add_argument("--duration", type=_positive_real, metavar="S",
+                      help=f"with --qps, --find-peak or --arrival closed/offline: the arrival "
+                           f"window (default {LOAD_DURATION:g}; each probe's with --find-peak)")
+    load.add_argument("--workers", type=_positive_int, metavar="N",
+                      help="threads serving the requests in arrival order (default 1); more "
+                           "help a callable that releases the GIL")
+    load.add_argument("--arrival", choices=ARRIVALS, default=None,
+                      help="poisson (default; MLPerf's Server), uniform, closed (the next "
+                           "request when the last completed: MLPerf's SingleStream) or "
+                           "offline (all at the start: MLPerf's Offline)")
+    load.add_argument("--seed", type=_nonnegative_int, metavar="N",
+                      help="the arrival schedule's seed (default: a fresh one, saved in --json)")
+    load.add_argument("--max-queue", type=_nonnegative_int, metavar="N",
+                      help="refuse a request arriving with every worker busy and N waiting "
+                           "(counted as dropped; default: no limit)")
+    load.add_argument("--find-peak", action="store_true",
+                      help="search the highest rate whose --percentile meets --latency-bound "
+                           "with confidence (find_peak_qps); the plan is said before it starts")
+    load.add_argument("--latency-bound", type=_positive_real, metavar="MS",
+                      help="with --find-peak: the latency budget in ms")
+    load.add_argument("--percentile", type=_percentile, metavar="P",
+                      help=f"with --find-peak: the percentile held to the bound (default "
+                           f"{FIND_PEAK_PERCENTILE:g})")
+    load.add_argument("--max-time", type=_positive_real, metavar="S",
+                      help=f"with --find-peak: the search's time budget in seconds (default "
+                           f"{FIND_PEAK_MAX_TIME:g})")
+
     out.add_argument("--title", help="title line above the table")
     out.add_argument("--json", metavar="FILE",
                      help="write the result(s), raw samples included, as JSON (input of --compare); "
@@ -317,6 +381,34 @@ def _check_combinations(p, a):
                 p.error(f"--{flag} does not apply to --compare (it reads saved results)")
     if a.dtype != "float32" and not a.target:
         p.error("--dtype needs --callable")
+    a.load = bool(a.qps or a.find_peak or a.arrival in ("closed", "offline"))
+    if a.find_peak and a.qps:
+        p.error("--find-peak chooses the rates itself: drop --qps")
+    if a.arrival in ("closed", "offline") and a.qps:
+        p.error(f"--qps does not apply to --arrival {a.arrival} (requests come as fast as "
+                f"they are served)")
+    if a.arrival in ("poisson", "uniform") and not (a.qps or a.find_peak):
+        p.error(f"--arrival {a.arrival} needs --qps RATE (or --find-peak)")
+    for flag, value in (("--duration", a.duration), ("--workers", a.workers),
+                        ("--seed", a.seed), ("--max-queue", a.max_queue)):
+        only(flag, value, a.load, "--qps, --find-peak or --arrival closed/offline")
+    only("--latency-bound", a.latency_bound, a.find_peak, "--find-peak")
+    only("--percentile", a.percentile, a.find_peak, "--find-peak")
+    only("--max-time", a.max_time, a.find_peak, "--find-peak")
+    if a.find_peak and a.latency_bound is None:
+        p.error("--find-peak needs --latency-bound MS (the latency budget)")
+    if a.load:
+        if a.onnx or a.compare or a.calibrate:
+            p.error("latency under load (--qps, --find-peak) runs the demo or --callable")
+        for flag, value in (("--iters", a.iters), ("--processes", a.processes),
+                            ("--instructions", a.instructions), ("--cache", a.cache),
+                            ("--batch-sizes", a.batch_sizes)):
+            if value not in (None, False):
+                p.error(f"{flag} does not apply under load: "
+                        + ("--qps and --duration set the number of requests"
+                           if flag == "--iters" else "it belongs to back-to-back timing"))
+    if a.max_queue is not None and a.arrival in ("closed", "offline"):
+        p.error(f"--max-queue does not apply to --arrival {a.arrival}")
     if a.target and ":" not in a.target:
         p.error(f"--callable expects MODULE:ATTR (e.g. mypkg.ops:resize), got {a.target!r}")
 
@@ -527,6 +619,97 @@ def _run_onnx(a):
     return list(result), a.title, None
 
 
+def _load_subject(a):
+    """(func, args, name) of a run under load: --callable's target with its random
+    arguments, or the demo pipeline."""
+    if not a.target:
+        frame = np.random.default_rng(0).random((1, 3, 480, 640)).astype(np.float32)
+        return (lambda x: process_pipeline(x, threshold=0.6)), (frame,), a.name or "ImagePreprocessor"
+    target = _load_target_obj(a)
+    name = a.name or a.target.rpartition(":")[2].rsplit(".", 1)[-1]
+    return target, _random_args(a), name
+
+
+def _load_target_obj(a):
+    target = _load_target(a.target)
+    if _is_torch_module(target):
+        raise CliError("--qps / --find-peak take a callable: wrap the torch module in a function "
+                       "that runs it (under torch.inference_mode)")
+    if not callable(target):
+        raise CliError(f"--callable: {a.target} is a {type(target).__name__}, not callable")
+    return target
+
+
+def _random_args(a):
+    try:
+        dtype = np.dtype(a.dtype)
+    except TypeError:
+        raise CliError(f"--dtype: unknown NumPy dtype {a.dtype!r}") from None
+    rng = np.random.default_rng(0)
+    return [rng.random(s).astype(dtype) if dtype.kind in "fc" else rng.integers(0, 2, s).astype(dtype)
+            for s in (a.args_shape or [])]
+
+
+def _run_under_load(a):
+    """--qps / --find-peak / --arrival closed|offline: (result, table, payload)."""
+    from ._native import benchmark_load
+
+    func, args, name = _load_subject(a)
+    kw = dict(name=name, device=a.device or "CPU", num_warmup=_warmup(a, WARMUP))
+    if a.workers:
+        kw["workers"] = a.workers
+    if a.duration:
+        kw["duration_s"] = a.duration
+    if a.seed is not None:
+        kw["seed"] = a.seed
+    if a.find_peak:
+        if a.arrival:
+            kw["arrival"] = a.arrival
+        if a.percentile is not None:
+            kw["percentile"] = a.percentile
+        if a.max_time is not None:
+            kw["max_time_s"] = a.max_time
+        result = find_peak_qps(func, *args, latency_bound_ms=a.latency_bound,
+                               progress=not a.no_progress, **kw)
+    else:
+        if a.max_queue is not None:
+            kw["max_queue"] = a.max_queue
+        if a.arrival:
+            kw["arrival"] = a.arrival
+        result = benchmark_load(func, *args, qps=a.qps, **kw)
+    return result, _load_table(a, result), result.to_dict(samples=True)
+
+
+def _load_table(a, result, interrupted=False):
+    from ._native import LoadStats, format_load_table
+
+    search = result.search or {}
+    if not search:
+        title = a.title or ("Latency under load" + (" (interrupted: partial result)"
+                                                    if interrupted else ""))
+        return format_load_table(result, title)
+    probes = search.get("probes") or []
+    rows = [LoadStats.from_dict(pr["stats"]) for pr in probes]
+    pct = f"p{search['percentile']:g}"
+    peak = search.get("peak_qps")
+    head = (f"Peak: **{_number(peak)} requests/s** with {pct} within "
+            f"{_number(search['latency_bound_ms'])} ms (95% interval within the bound)"
+            if peak is not None else
+            f"Peak: none: no rate tried had its {pct} within {_number(search['latency_bound_ms'])} ms")
+    lines = [head, "", f"Search: {len(probes)} probes of {_number(search['probe_duration_s'])} s, "
+             f"{_number(search['elapsed_s'])} s in all; stopped: {search['stopped']}."]
+    if rows:
+        lines += ["", format_load_table(rows, a.title or "Probes, in the order run")]
+        lines += [""] + [f"- {_number(pr['offered_qps'])} requests/s: {pct} "
+                         f"{_ms(pr['value_ms'])} ms (95% interval {_ms(pr['ci_low_ms'])} - "
+                         f"{_ms(pr['ci_high_ms'])} ms): {pr['verdict']}" for pr in probes]
+    return "\n".join(lines)
+
+
+def _ms(x):
+    return "N/A" if x is None else _number(float(x))
+
+
 #: lists of times in a result written by --json: each a finite number >= 0
 _SAMPLE_LISTS = ("samples_ms", "warmup_ms", "gpu_samples_ms")
 
@@ -667,13 +850,16 @@ def _check_outputs(a):
         raise CliError(f"--report: name the file *.html (a page) or *.md (Markdown), not "
                        f"{os.path.basename(a.report)!r}")
     if a.budget:
-        from ._native import BenchmarkStats
+        from ._native import BenchmarkStats, LoadStats
 
+        kind, examples = ((LoadStats, "p99_ms, p50_ms, achieved_qps, queue_share") if a.load
+                          else (BenchmarkStats, "p99_ms, median_ms, ram_delta_mb, fps, "
+                                                "first_call_ms"))
         for field, _ in a.budget:
-            value = getattr(BenchmarkStats, field, None)
+            value = getattr(kind, field, None)
             if value is None or callable(value):
                 raise CliError(f"--budget: a result has no figure {field!r} (fields such as "
-                               "p99_ms, median_ms, ram_delta_mb, fps, first_call_ms)")
+                               f"{examples})")
     if a.plot:
         try:
             import matplotlib  # noqa: F401
@@ -708,7 +894,6 @@ def _report(a, stats_list, sweep_result, title):
     import copy
 
     from ._native import compare_benchmarks
-    from .report import write_report
 
     baseline = None
     if a.compare:
@@ -728,6 +913,13 @@ def _report(a, stats_list, sweep_result, title):
         baseline = False
     else:
         results = sweep_result if sweep_result is not None else stats_list
+    _report_file(a, results, title, baseline)
+
+
+def _report_file(a, results, title, baseline=None):
+    """write_report of `results` to --report, with --budget and this command."""
+    from .report import write_report
+
     argv = getattr(a, "argv", None)
     command = f"{PROG} {shlex.join(argv)}" if argv is not None else None
     try:
@@ -779,6 +971,8 @@ def _main(a):
     if a.calibrate:
         return _calibrate(a)
     _check_outputs(a)
+    if a.load:
+        return _main_under_load(a)
     interrupted = None
     if a.compare:
         stats_list, table, payload = _compare(a)
@@ -866,6 +1060,56 @@ def _main(a):
               f"(worst: {worst.candidate} {worst.ratio:.3f}x {worst.baseline})", file=sys.stderr)
         return 3
     return 0
+
+
+def _main_under_load(a):
+    """The load modes: the table first, then the files; Ctrl-C shows and saves what was
+    measured (BenchmarkInterrupted.stats), then ends as an interrupt."""
+    interrupted = None
+    try:
+        result, table, payload = _run_under_load(a)
+    except KeyboardInterrupt as exc:
+        result = getattr(exc, "stats", None)
+        if result is None:
+            raise
+        table = ("**Interrupted (Ctrl-C): the requests completed before it.**\n\n"
+                 + _load_table(a, result, interrupted=True))
+        payload = result.to_dict(samples=True)
+        payload["env"] = dict(payload.get("env") or {}, interrupted=True)
+        interrupted = exc
+    print(table, flush=True)
+    failed_writes = []
+    for option, write in (
+            ("--json", a.json and (lambda: _write("--json", a.json, json.dumps(
+                payload, indent=2, default=_json_default) + "\n"))),
+            ("--markdown", a.markdown and (lambda: _write("--markdown", a.markdown,
+                                                          table + "\n"))),
+            ("--plot", a.plot and interrupted is None and (lambda: _plot_load(a, result))),
+            ("--report", a.report and (lambda: _report_file(
+                a, [result], a.title or ("Latency under load" + (
+                    " (interrupted: partial result)" if interrupted is not None else "")),
+                baseline=False)))):
+        if write:
+            try:
+                write()
+            except CliError as exc:
+                failed_writes.append(exc)
+    if interrupted is not None:
+        raise interrupted
+    if failed_writes:
+        raise CliError("; ".join(str(e) for e in failed_writes))
+    return 0
+
+
+def _plot_load(a, result):
+    try:
+        from .plot import plot_load
+
+        plot_load(result, path=a.plot)
+    except ImportError as exc:
+        raise CliError(f"--plot: {exc}") from None
+    except OSError as exc:
+        raise _cannot_write("--plot", a.plot, exc) from None
 
 
 def _partial(exc):

@@ -1,7 +1,8 @@
 """Pictures of benchmark results (optional extra ``plot``: matplotlib).
 
 ``plot_latency`` draws the raw per-iteration samples of one or more results;
-``plot_sweep`` draws latency and throughput against a swept parameter.  Both
+``plot_sweep`` draws latency and throughput against a swept parameter;
+``plot_load`` draws latency percentiles against the offered request rate.  Both
 return the matplotlib ``Figure`` and write a PNG when ``path`` is given.
 
 matplotlib is imported by the functions, not by this module.  Where no
@@ -19,16 +20,17 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._native import BenchmarkStats
+from ._native import BenchmarkStats, LoadStats
 from .sweeps import throughput_unit
 
 if TYPE_CHECKING:   # matplotlib is optional (the plot extra): without it, Figure is Any
     from matplotlib.figure import Figure  # type: ignore[import-not-found, unused-ignore]
 
     Stats = Union[BenchmarkStats, Iterable[BenchmarkStats]]
+    Loads = Union[LoadStats, Iterable[LoadStats]]
     Path = Union[str, "os.PathLike[str]"]
 
-__all__ = ["plot_latency", "plot_sweep"]
+__all__ = ["plot_latency", "plot_load", "plot_sweep"]
 
 _KINDS = ("hist", "ecdf", "box")
 
@@ -343,5 +345,115 @@ def plot_sweep(sweep_result: Stats, path: Path | None = None, *, param: str | No
         ax.grid(True, alpha=0.3)
     names = sorted({s.name for s in rows})
     fig.suptitle(title or f"{', '.join(names)}: latency and throughput vs {xlabel}")
+    fig.tight_layout()
+    return _finish(plt, fig, path)
+
+
+_LOAD_PERCENTILES = (("p50_ms", "p50", "o"), ("p90_ms", "p90", "s"), ("p99_ms", "p99", "D"),
+                     ("p999_ms", "p99.9", "^"))
+
+
+def _load_points(results: Loads) -> list[dict[str, Any]]:
+    """One point per rate: the probes of a find_peak_qps result, or each LoadStats."""
+    if isinstance(results, LoadStats):
+        search = results.search or {}
+        if search.get("probes"):
+            rows = [LoadStats.from_dict(p["stats"]) for p in search["probes"]]
+        else:
+            rows = [results]
+    else:
+        rows = list(results)
+    if not rows:
+        raise ValueError("plot_load: nothing to plot: the results are empty")
+    points = []
+    for r in rows:
+        if not isinstance(r, LoadStats):
+            raise TypeError(f"plot_load: results must be LoadStats, not {type(r).__name__}")
+        rate = r.offered_qps if r.offered_qps is not None else r.achieved_qps
+        if rate is None:
+            continue
+        points.append({"offered_qps": rate, "p50_ms": r.p50_ms, "p90_ms": r.p90_ms,
+                       "p99_ms": r.p99_ms, "p999_ms": r.p999_ms, "ci_low_ms": r.p99_ci_low_ms,
+                       "ci_high_ms": r.p99_ci_high_ms, "overloaded": r.overloaded})
+    if not points:
+        raise ValueError("plot_load: no result has a rate to plot against")
+    return sorted(points, key=lambda p: p["offered_qps"])
+
+
+def plot_load(results: Loads, path: Path | None = None, *, title: str | None = None,
+              latency_bound_ms: float | None = None, log_y: bool = False) -> Figure:
+    """Latency percentiles against the offered request rate.
+
+    One point per rate, for p50, p90, p99 and p99.9; p99 with its 95% interval where
+    the result has one (from benchmark_load; find_peak_qps's probes carry the interval
+    of the percentile it searched on); overloaded rates are marked with a cross.
+
+    Parameters
+    ----------
+    results : LoadStats or iterable of LoadStats
+        Runs of benchmark_load at several rates, or a find_peak_qps result (its
+        probes are plotted).
+    path : str or os.PathLike, optional
+        Write a PNG there.
+    title : str, optional
+        The axes' title.
+    latency_bound_ms : float, optional
+        Draw the latency budget as a horizontal line (a find_peak_qps result's own
+        bound when not given).
+    log_y : bool, default False
+        A logarithmic latency axis (the tail of an overloaded rate dwarfs the rest).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Detached from pyplot.
+
+    Raises
+    ------
+    ValueError
+        No results, or none with a rate.
+    ImportError
+        matplotlib is not installed (the ``plot`` extra).
+
+    Examples
+    --------
+    >>> runs = [benchmark_load(sum, range(10), qps=q, duration_s=0.2) for q in (50, 100)]
+    >>> fig = plot_load(runs)  # doctest: +SKIP
+    """
+    points = _load_points(results)
+    if latency_bound_ms is None and isinstance(results, LoadStats) and results.search:
+        latency_bound_ms = results.search.get("latency_bound_ms")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    rates = np.array([p["offered_qps"] for p in points], dtype=float)
+    for key, label, marker in _LOAD_PERCENTILES:
+        ys = np.array([np.nan if p.get(key) is None else p[key] for p in points], dtype=float)
+        if np.all(np.isnan(ys)):
+            continue
+        line = ax.plot(rates, ys, marker=marker, label=label)[0]
+        if key == "p99_ms":
+            lo = np.array([np.nan if p.get("ci_low_ms") is None else p["ci_low_ms"]
+                           for p in points], dtype=float)
+            hi = np.array([np.nan if p.get("ci_high_ms") is None else p["ci_high_ms"]
+                           for p in points], dtype=float)
+            ok = ~(np.isnan(lo) | np.isnan(hi) | np.isnan(ys))
+            if ok.any():
+                ax.errorbar(rates[ok], ys[ok], yerr=[ys[ok] - lo[ok], hi[ok] - ys[ok]],
+                            fmt="none", ecolor=line.get_color(), capsize=3,
+                            label="p99 95% interval")
+    over = [p for p in points if p.get("overloaded")]
+    if over:
+        ax.plot([p["offered_qps"] for p in over], [p["p50_ms"] for p in over], "x",
+                color="red", markersize=10, label="overloaded")
+    if latency_bound_ms is not None:
+        ax.axhline(latency_bound_ms, color="0.3", linestyle="--", linewidth=1,
+                   label=f"bound {latency_bound_ms:g} ms")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("offered rate (requests/s)")
+    ax.set_ylabel("latency (ms), arrival to completion")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    ax.set_title(title or f"Latency under load ({len(points)} rates)")
     fig.tight_layout()
     return _finish(plt, fig, path)

@@ -61,12 +61,10 @@ def is_load(x: Any) -> bool:
 
 
 class _Load:
-    """The one place that reads a load result (the load issue's LoadStats): every field
-    the report uses, by the names that type has; a name missing reads None."""
-
-    TRIED = ("tried", "rates_tried", "trials")          # find_peak_qps: the rates tried
-    BOUND = ("bound_ms", "latency_bound_ms")            # find_peak_qps: the bound met
-    BOUND_Q = ("bound_percentile", "percentile")        # ... and its percentile
+    """The one place that reads a load result: a ``LoadStats`` (``benchmark_load``,
+    ``find_peak_qps``; the latter's ``search`` holds the bound, the percentile, the peak
+    and every probe), or one probe's fields as the search keeps them (a dict).  A name
+    missing reads None."""
 
     def __init__(self, obj: Any) -> None:
         self.obj = obj
@@ -75,13 +73,6 @@ class _Load:
         v = self.obj.get(name) if isinstance(self.obj, Mapping) else getattr(self.obj, name,
                                                                               None)
         return v
-
-    def first(self, names: Sequence[str]) -> Any:
-        for n in names:
-            v = self.get(n)
-            if v is not None:
-                return v
-        return None
 
     def num(self, name: str) -> float | None:
         v = self.get(name)
@@ -98,9 +89,31 @@ class _Load:
         return str(self.get("name") or "load")
 
     @property
+    def search(self) -> Mapping[str, Any]:
+        """find_peak_qps's record of its search; empty for a plain run."""
+        s = self.get("search")
+        return s if isinstance(s, Mapping) else {}
+
+    @property
+    def probes(self) -> list[Mapping[str, Any]]:
+        p = self.search.get("probes")
+        return [x for x in p if isinstance(x, Mapping)] if isinstance(p, (list, tuple)) else []
+
+    @property
     def tried(self) -> list[_Load]:
-        t = self.first(self.TRIED)
-        return [_Load(x) for x in t] if t is not None else []
+        """The probes of a search, as results (their fields; no per-request arrays)."""
+        return [_Load(x.get("stats") or {}) for x in self.probes]
+
+    def search_num(self, name: str) -> float | None:
+        return _Load(self.search).num(name)
+
+    @property
+    def peak_probe(self) -> Mapping[str, Any] | None:
+        """The probe at the peak rate (its percentile's value and interval), or None."""
+        peak = self.search_num("peak_qps")
+        if peak is None:
+            return None
+        return next((p for p in self.probes if _Load(p).num("offered_qps") == peak), None)
 
     @property
     def env(self) -> dict[str, Any]:
@@ -842,41 +855,48 @@ def _loads(g: _Given, budgets: list[_Budget]) -> Section | None:
         if over:
             fig.points([xs[i] for i in over], [p99[i] for i in over], color=ALARM,
                        hollow=True, size=8, label="overloaded")
-        bound = peak.num(_Load.BOUND[0]) if peak is not None else None
-        if peak is not None and bound is None:
-            bound = next((peak.num(b) for b in _Load.BOUND if peak.num(b) is not None), None)
-        q = peak.first(_Load.BOUND_Q) if peak is not None else None
+        bound = peak.search_num("latency_bound_ms") if peak is not None else None
+        q = peak.search_num("percentile") if peak is not None else None
+        pq = f"P{exact(q) if q is not None else '99'}"
+        rate = peak.search_num("peak_qps") if peak is not None else None
         if bound is not None:
-            fig.hline(bound, label=f"bound: P{exact(float(q)) if q is not None else '99'} "
-                                   f"≤ {exact(bound)} ms")
+            fig.hline(bound, label=f"bound: {pq} ≤ {exact(bound)} ms")
         else:
             for b in budgets:
                 if b.label == name and b.field in ("p99_ms", "p50_ms", "p90_ms", "p999_ms"):
                     fig.hline(b.limit, label=f"budget {b.field} {b.limit_text()}")
                     break
-        if peak is not None and peak.num("offered_qps") is not None:
-            fig.vline(float(peak.num("offered_qps") or 0.0),
-                      label=f"peak {number(float(peak.num('offered_qps') or 0.0))} req/s",
-                      color=PALETTE[2], dash="3 3")
+        if rate is not None:
+            fig.vline(rate, label=f"peak {number(rate)} req/s", color=PALETTE[2], dash="3 3")
         sec.blocks.append(Fig(fig, f"{name}: latency from each request's intended arrival "
                                    "to its completion, so time spent queueing counts. "
                                    "Where P99 turns up, the workers stop keeping up."))
-        if peak is not None and peak.num("offered_qps") is not None:
-            words = (f"The highest rate whose P{exact(float(q)) if q is not None else '99'} "
-                     f"meets the bound" if bound is not None else "The peak rate found")
-            sec.blocks.append(P([f"{words}: {number(float(peak.num('offered_qps') or 0.0))} "
-                                 f"requests/s ({name}; P99 {_ms(peak.num('p99_ms'))} ms, "
-                                 f"95% interval {_interval(peak.num('p99_ci_low_ms'), peak.num('p99_ci_high_ms')) or 'not given'} ms)."]))
+        if peak is not None and rate is not None:
+            at = _Load(peak.peak_probe or {})
+            within = _interval(at.num("ci_low_ms"), at.num("ci_high_ms")) or "not given"
+            sec.blocks.append(P([
+                f"The highest rate whose {pq} meets the bound of {_ms(bound)} ms: "
+                f"{number(rate)} requests/s ({name}; {pq} {_ms(at.num('value_ms'))} ms, "
+                f"95% interval {within} ms, within the bound)."]))
+        elif peak is not None:
+            low = min((r.num("offered_qps") for r in runs if r.num("offered_qps")),
+                      default=None)
+            sec.blocks.append(P([Cell(f"No rate tried met the bound ({pq} ≤ {_ms(bound)} ms)",
+                                      "fail"),
+                                 f": {name}, down to {_ms(low)} requests/s "
+                                 f"({peak.search.get('stopped') or 'search ended'})."]))
     head = ["Result", "Offered (req/s)", "Achieved (req/s)", "Completed", "Dropped",
             "P50 (ms)", "P50 95% CI (ms)", "P90 (ms)", "P99 (ms)", "P99 95% CI (ms)",
             "P99.9 (ms)", "Queueing share", "Overloaded"]
     rows = []
     for obj in g.loads:
         top = _Load(obj)
+        rate = top.search_num("peak_qps")
         for r in (top.tried or [top]):
             share = r.num("queue_share")
+            at_peak = bool(top.tried) and rate is not None and r.num("offered_qps") == rate
             rows.append([
-                Cell(top.name + (" (peak)" if top.tried and r.obj is obj else "")),
+                Cell(top.name + (" (peak)" if at_peak else "")),
                 Cell(_ms(r.num("offered_qps")), "num"), Cell(_ms(r.num("achieved_qps")), "num"),
                 Cell(_count(r.get("completed")), "num"), Cell(_count(r.get("dropped")), "num"),
                 Cell(_ms(r.num("p50_ms")), "num"),
@@ -953,24 +973,40 @@ def _flag_words(flag: str) -> tuple[str, str]:
     return meaning, remedy[:1].upper() + remedy[1:]
 
 
+#: The flags of a run under load that no warning says (csrc/render/flags.c names them;
+#: docs/load.md, Flags): what each means, and the remedy.  "overloaded" and "busy
+#: machine" are warnings' causes: their words are the warnings' own (_flag_words).
+_LOAD_FLAG_WORDS = {
+    "requests dropped": ("the queue was full (max_queue) when some requests arrived; they "
+                         "were turned away and are not in the latencies",
+                         "A lower rate, more workers, or a longer queue"),
+    "requests unserved": ("requests still waiting when the run ended are not in the "
+                          "latencies, which then understate the tail",
+                          "A lower rate, or more workers"),
+    "few requests": ("fewer than 1,000 requests completed: the P99 rests on fewer than 10 "
+                     "requests above it", "A longer duration, or a higher rate"),
+    "scheduler lag": ("the harness started requests late by a noticeable share of the P99 "
+                      "(lag_p99_ms): the machine could not keep the schedule",
+                      "A quieter machine, or fewer workers"),
+}
+
+
 def _flags(g: _Given, labels: dict[int, str]) -> Section:
     sec = Section("flags", "Flags")
     by_flag: dict[str, list[str]] = {}
     for s, sw in _all_rows(g):
         for f in s.flags:
             by_flag.setdefault(f, []).append(_row_label(s, sw, labels))
+    # a load result's own flags (LoadStats.flags; a search's probes above the peak are
+    # overloaded by design and flag nothing)
+    for x in g.loads:
+        for f in _Load(x).get("flags") or ():
+            by_flag.setdefault(str(f), []).append(_Load(x).name)
     items: list[list[Span]] = []
     for f, who in by_flag.items():
-        meaning, remedy = _flag_words(f)
+        meaning, remedy = _LOAD_FLAG_WORDS.get(f) or _flag_words(f)
         items.append([Cell(f, "warn"), f" ({', '.join(who)}): {meaning}"
                       + (f" Remedy: {remedy}." if remedy else "")])
-    over = [_Load(x).name for x in g.loads
-            if _Load(x).get("overloaded") or any(r.get("overloaded") for r in _Load(x).tried)]
-    if over:
-        items.append([Cell("overloaded", "warn"),
-                      f" ({', '.join(over)}): requests arrived faster than they were served, "
-                      "so the queue grew through the run; the latency then measures the "
-                      "backlog, not the service. Remedy: a lower rate, or more workers."])
     unstable = [f"{_label(s, sw.param)}" for sw in g.sweeps for s in sw if s.flags]
     if unstable:
         items.append([Cell("sweep", "warn"), ": a trend drawn through a flagged point "

@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 
 from .._native import (BenchmarkStats, BenchmarkWarning, _apply_rerun, _stats_from_samples,
-                       benchmark_callable)
+                       benchmark_callable, benchmark_load)
 from .._native import _is_async, _loop_overhead_ms
 from .._native import _pool as _native_pool
 from .._words import PYTEST, remedy_words
@@ -341,8 +341,9 @@ class BenchmarkFixture:
     ``benchmark.pedantic(target, args=(), kwargs=None, setup=None, teardown=None,
     rounds=1, warmup_rounds=0, iterations=1)`` gives exact control;
     ``benchmark.weave(target, **aspectlib_options)`` times the first call of ``target``
-    made by the test (aspectlib).  Only one of them may be used, once, per test
-    (``FixtureAlreadyUsed``)."""
+    made by the test (aspectlib); ``benchmark.load(func, *args, qps=..., **options)`` runs
+    it under load (``benchmark_load``) and returns the ``LoadStats``.  Only one of them may
+    be used, once, per test (``FixtureAlreadyUsed``)."""
 
     _precisions = {}     # Python-level timer -> its precision (seconds), per process
 
@@ -382,6 +383,7 @@ class BenchmarkFixture:
         self.cprofile_loops = options.get("cprofile_loops", 1)
         self.cprofile_dump = options.get("cprofile_dump") or None
         self.cprofile_stats = None
+        self.load_stats = None       # benchmark.load(...)'s LoadStats
         self._add_stats = add_stats
         self._logger = logger
         self._warner = warner
@@ -431,6 +433,20 @@ class BenchmarkFixture:
         native = getattr(self.stats, "native", None)
         if loop is not None and native is not None:
             native.loop_overhead_ms = _loop_overhead_ms(loop)
+
+    def load(self, func, *args, qps=None, **kwargs):
+        """Latency under load: ``benchmark_load(func, *args, qps=qps, **kwargs)``, with the
+        plugin's ``device`` and ``sync_fn`` unless given.  Returns the ``LoadStats``
+        (also ``benchmark.load_stats``); the test's row in the report holds its latencies
+        (intended arrival to completion) and ``extra_info['load']`` its figures.  Keywords
+        are benchmark_load's options; bind func's own with functools.partial.  Disabled
+        (--benchmark-disable): func is called once and None returned."""
+        self._claim("benchmark.load(...)")
+        try:
+            return self._raw_load(func, args, qps, kwargs)
+        except BaseException:
+            self.has_error = True
+            raise
 
     def weave(self, target, **kwargs):
         """Benchmark the first call of ``target`` (an object, or a ``'module.name'``
@@ -849,6 +865,50 @@ class BenchmarkFixture:
         self.stats = BenchmarkMetadata(self, native, iterations, options)
         self._add_stats(self)
         return self.stats
+
+    # -- benchmark.load(...) -------------------------------------------------------------
+
+    def _raw_load(self, func, args, qps, kwargs):
+        if not callable(func):
+            raise TypeError(f"benchmark.load(): func must be callable, got {type(func).__name__}")
+        if not self.enabled:
+            func(*args)
+            return None
+        if self._instructions:
+            import pytest
+
+            pytest.skip("benchmark.load: latency under load is wall time, which "
+                        "--benchmark-instructions does not measure")
+        o = self._options
+        kw = dict(name=self.name, device=o.get("device") or "CPU")
+        if o.get("sync_fn") is not None:
+            kw["sync_fn"] = o["sync_fn"]
+        kw.update(kwargs)
+        with warnings.catch_warnings(record=True) as caught, remedy_words(PYTEST):
+            warnings.simplefilter("always", BenchmarkWarning)
+            result = benchmark_load(func, *args, qps=qps, **kw)
+        for w in caught:
+            if issubclass(w.category, BenchmarkWarning):
+                msg = str(w.message)
+                key = _NUMBER.sub("#", msg)
+                if key not in self._warning_keys:
+                    self._warning_keys.add(key)
+                    self.warnings.append(msg)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        latencies = result.latencies_ms
+        if latencies is not None and len(latencies):
+            native = _stats_from_samples(latencies)
+            native.name, native.device = self.name, result.device
+            native.machine_busy = result.machine_busy
+        else:
+            native = empty_stats(self.name)
+        figures = result.to_dict()
+        figures.pop("env", None)
+        self.extra_info["load"] = figures
+        self.load_stats = result
+        self._record(native, 1)
+        return result
 
     # -- benchmark.pedantic(...) ---------------------------------------------------------
 

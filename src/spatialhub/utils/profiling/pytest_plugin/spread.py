@@ -80,7 +80,9 @@ def measure(config, fixtures, n, say):
     """Run ``n`` probes of this pytest command over ``fixtures``' tests; return
     ``{fullname: [the session's median, then each probe's]}`` (seconds), and how long
     it took.  ``say(text)`` reports progress and a probe that failed (its benchmarks
-    then have one median fewer)."""
+    then have one median fewer).  A run under load (``benchmark.load``) is not probed:
+    its length is the duration the test asked for, which a probe would repeat in full."""
+    fixtures = [fx for fx in fixtures if getattr(fx, "load_stats", None) is None]
     medians = {fx.fullname: [median_s(fx)] for fx in fixtures if median_s(fx) is not None}
     if not medians or n < 1:
         return medians, 0.0

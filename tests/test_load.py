@@ -1,0 +1,482 @@
+"""Latency under load (issue 34): benchmark_load, LoadStats, find_peak_qps, the CLI and the
+fixture.
+
+Deterministic: no test reads a timing figure against a threshold.  What is checked is what
+holds whatever the machine does -- the schedule a seed draws, the queue identity a run's
+own records must satisfy (Lindley), the bookkeeping (every request completed, dropped or
+unserved), the errors, Ctrl-C, the JSON round trip and the text.  The timing figures (M/D/1
+against theory, the stall, the peak) are bench/bench_load.py's.
+"""
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import spatialhub.utils.profiling as prof
+from spatialhub.utils.profiling import (BenchmarkInterrupted, LoadStats, _native, benchmark_load,
+                                        find_peak_qps, format_load_table)
+
+QUIET = dict(num_warmup=2)
+
+
+def _os_threads():
+    """The process's OS threads (Linux), or None where that is not readable."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+@pytest.fixture
+def no_thread_left():
+    """Every worker thread of the test's runs is gone when it ends."""
+    before, py_before = _os_threads(), threading.active_count()
+    yield
+    for _ in range(50):      # a thread that has returned may take a moment to be reaped
+        if _os_threads() == before:
+            break
+        time.sleep(0.01)
+    assert _os_threads() == before
+    assert threading.active_count() == py_before
+
+
+def sleeper(seconds):
+    def f():
+        time.sleep(seconds)
+    return f
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", prof.BenchmarkWarning)
+        return fn(*args, **kwargs)
+
+
+# ---- the schedule a seed draws --------------------------------------------------------
+
+def test_a_seed_fixes_the_schedule_and_poisson_gaps_have_the_rate(no_thread_left):
+    a = quiet(benchmark_load, _native._noop, qps=2000, duration_s=0.5, seed=7, **QUIET)
+    b = quiet(benchmark_load, _native._noop, qps=2000, duration_s=0.5, seed=7, **QUIET)
+    assert a.seed == 7 and a.requests == b.requests == a.completed
+    assert np.array_equal(a.arrivals_ms, b.arrivals_ms)          # the schedule is the seed's
+    gaps = np.diff(np.concatenate([[0.0], a.arrivals_ms]))
+    # ~1,000 exponential gaps of mean 0.5 ms: mean and standard deviation alike
+    assert abs(gaps.mean() - 0.5) < 0.05 and abs(gaps.std() / gaps.mean() - 1) < 0.1
+    assert a.arrival_qps == a.requests / 0.5
+    assert np.all(a.arrivals_ms < 500) and np.all(np.diff(a.arrivals_ms) >= 0)
+    other = quiet(benchmark_load, _native._noop, qps=2000, duration_s=0.5, seed=8, **QUIET)
+    assert not np.array_equal(other.arrivals_ms[:50], a.arrivals_ms[:50])
+    fresh = quiet(benchmark_load, _native._noop, qps=100, duration_s=0.1, **QUIET)
+    assert isinstance(fresh.seed, int) and fresh.seed >= 0     # drawn, and kept to repeat
+
+
+def test_uniform_arrivals_are_one_every_1_over_qps():
+    s = quiet(benchmark_load, _native._noop, qps=400, duration_s=0.25, arrival="uniform",
+              **QUIET)
+    assert s.requests == s.completed == 100
+    assert np.allclose(s.arrivals_ms, np.arange(100) * 2.5, atol=1e-6)
+
+
+# ---- the queue identity -----------------------------------------------------------------
+
+def test_one_worker_latencies_satisfy_lindley_on_their_own_records(no_thread_left):
+    """latency[i] = max(0, latency[i-1] - gap) + lag[i] + service[i]: what the run recorded
+    is a FIFO single-server queue timed from the intended arrivals."""
+    rng = np.random.default_rng(1)
+    waits = iter(rng.uniform(0.0005, 0.004, 100000))
+
+    def varied():
+        time.sleep(next(waits))
+    s = quiet(benchmark_load, varied, qps=300, duration_s=0.6, seed=3, **QUIET)
+    a, lat, svc, lag = s.arrivals_ms, s.latencies_ms, s.service_ms, s.lag_ms
+    assert len(a) == len(lat) == len(svc) == len(lag) == s.completed > 100
+    assert np.all(lag >= 0) and np.all(svc > 0) and np.all(lat >= svc + lag - 1e-9)
+    assert np.allclose(_native._fcfs_latencies(a, svc + lag), lat, rtol=0, atol=1e-6)
+    # some requests queued (at ~0.68 utilisation): the identity was not trivial
+    assert np.any(lat - svc - lag > 0.1)
+    assert s.queue_share == pytest.approx(1 - svc.mean() / lat.mean())
+
+
+def test_several_workers_never_start_a_request_before_it_arrived(no_thread_left):
+    s = quiet(benchmark_load, sleeper(0.002), qps=600, duration_s=0.4, workers=3, seed=5,
+              **QUIET)
+    assert s.workers == 3 and s.completed == s.requests
+    assert np.all(s.latencies_ms - s.service_ms - s.lag_ms >= -1e-9)
+    assert np.all(s.lag_ms >= 0)
+
+
+def test_fcfs_recursion_is_lindley_and_kiefer_wolfowitz():
+    rng = np.random.default_rng(0)
+    a = np.cumsum(rng.exponential(1.0, 500))
+    svc = rng.exponential(0.8, 500)
+    for servers in (1, 3):
+        free, want = [-math.inf] * servers, []
+        for ai, si in zip(a, svc):
+            k = min(range(servers), key=free.__getitem__)
+            start = max(ai, free[k])
+            free[k] = start + si
+            want.append(free[k] - ai)
+        assert np.allclose(_native._fcfs_latencies(a, svc, servers), want, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="in order"):
+        _native._fcfs_latencies([1.0, 0.5], [1.0, 1.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        _native._fcfs_latencies([1.0], [1.0, 1.0])
+
+
+# ---- bookkeeping, modes, sync ------------------------------------------------------------
+
+def test_percentiles_are_numpy_linear_and_the_intervals_hold_them():
+    s = quiet(benchmark_load, sleeper(0.0005), qps=500, duration_s=0.4, seed=2, **QUIET)
+    lat = s.latencies_ms
+    for field, q in (("p50_ms", 50), ("p90_ms", 90), ("p99_ms", 99), ("p999_ms", 99.9)):
+        assert getattr(s, field) == np.percentile(lat, q)
+    assert s.mean_ms == pytest.approx(lat.mean()) and s.max_ms == lat.max()
+    assert s.service_p50_ms == np.percentile(s.service_ms, 50)
+    assert s.lag_p99_ms == np.percentile(s.lag_ms, 99) and s.lag_max_ms == s.lag_ms.max()
+    assert s.p50_ci_low_ms <= s.p50_ms <= s.p50_ci_high_ms
+    assert s.p99_ci_low_ms <= s.p99_ci_high_ms and s.ci_block >= 1
+    # percentile_ci is the same bootstrap (same seed, same blocks)
+    assert s.percentile_ci(99) == (s.p99_ms, s.p99_ci_low_ms, s.p99_ci_high_ms)
+    assert s.percentile_ci(90)[0] == s.p90_ms
+
+
+def test_the_interval_accounts_for_correlated_latencies():
+    """A queue's latencies come in correlated runs: the same values in their order get a
+    wider interval of p99 than shuffled (independent) -- order statistics of independent
+    samples would give both the same."""
+    rng = np.random.default_rng(4)
+    a = np.cumsum(rng.exponential(1.0, 4000))
+    lat = _native._fcfs_latencies(a, np.full(4000, 0.9))        # M/D/1 at 0.9
+    ordered = LoadStats("q", "CPU", seed=1, latencies_ms=lat)
+    shuffled = LoadStats("q", "CPU", seed=1, latencies_ms=rng.permutation(lat))
+    v1, lo1, hi1 = ordered.percentile_ci(99)
+    v2, lo2, hi2 = shuffled.percentile_ci(99)
+    assert v1 == v2 and lo1 <= v1 <= hi1
+    assert hi1 - lo1 > 2 * (hi2 - lo2)
+
+
+def test_overload_is_said_with_how_fast_the_backlog_grew(no_thread_left):
+    # one worker on a 5 ms sleep serves at most 200/s; 400/s arrive
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        s = benchmark_load(sleeper(0.005), qps=400, duration_s=0.5, seed=1, **QUIET)
+    assert s.overloaded is True and "overloaded" in s.flags
+    assert s.backlog_growth_qps > 50 and s.backlog_end > 0
+    said = [r.message for r in w if issubclass(r.category, prof.OverloadedWarning)]
+    assert len(said) == 1 and said[0].stats is s
+    assert said[0].backlog_growth_qps == s.backlog_growth_qps
+    assert all(len(line) <= 110 for line in str(said[0]).splitlines()
+               if "overloaded" in line)
+    assert s.completed + s.dropped + s.unserved == s.requests
+
+
+def test_max_queue_drops_on_arrival_and_every_request_is_counted(no_thread_left):
+    s = quiet(benchmark_load, sleeper(0.005), qps=400, duration_s=0.5, seed=1, max_queue=0,
+              **QUIET)
+    assert s.max_queue == 0 and s.dropped > 0 and "requests dropped" in s.flags
+    assert s.completed + s.dropped + s.unserved == s.requests
+    # nothing waited behind another request: each waited at most its worker's lag
+    assert np.all(s.latencies_ms - s.service_ms - s.lag_ms < 1.0)
+
+
+def test_closed_loop_and_offline_and_the_mlperf_presets():
+    c = quiet(prof.mlperf_single_stream, sleeper(0.001), duration_s=0.2, **QUIET)
+    assert c.arrival == "closed" and c.offered_qps is None and c.workers == 1
+    assert c.completed == c.requests > 10
+    # each query issued when the last completed: it waited only for the hand-over
+    assert np.allclose(c.latencies_ms, c.service_ms + c.lag_ms, atol=1e-6)
+    o = quiet(prof.mlperf_offline, sorted, list(range(64)), batch_size=64, duration_s=0.1,
+              workers=2, **QUIET)
+    assert o.arrival == "offline" and np.all(o.arrivals_ms == 0)
+    assert o.batch_size == 64 and o.throughput == o.achieved_qps * 64
+
+
+def test_sync_fn_closes_every_request_and_the_warm_up():
+    calls = []
+    s = quiet(benchmark_load, _native._noop, qps=300, duration_s=0.2, seed=1, num_warmup=4,
+              sync_fn=lambda: calls.append(1))
+    assert len(calls) == 4 + s.completed
+
+
+def test_kwargs_reach_func_and_num_iters_does_not_apply():
+    seen = []
+
+    def f(x, *, y):
+        seen.append((x, y))
+    quiet(benchmark_load, f, 1, y=2, qps=200, duration_s=0.05, seed=1, num_warmup=1)
+    assert set(seen) == {(1, 2)}
+    with pytest.raises(TypeError, match="num_iters does not apply"):
+        benchmark_load(f, 1, y=2, qps=10, num_iters=5)
+
+
+# ---- bad input ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, exc, text", [
+    (dict(qps=0), ValueError, "qps must be a positive number of requests per second, got 0"),
+    (dict(qps=-5), ValueError, "qps must be a positive number"),
+    (dict(qps=float("nan")), ValueError, "got nan"),
+    (dict(qps=float("inf")), ValueError, "got inf"),
+    (dict(qps="10"), TypeError, "qps must be a real number, not str"),
+    (dict(), TypeError, "qps= is required with arrival='poisson'"),
+    (dict(qps=10, duration_s=0), ValueError, "duration_s must be a positive number of seconds"),
+    (dict(qps=10, duration_s=-1.0), ValueError, "duration_s must be a positive"),
+    (dict(qps=10, workers=0), ValueError, "workers must be >= 1, got 0"),
+    (dict(qps=10, workers=257), ValueError, "workers must be <= 256"),
+    (dict(qps=10, arrival="bursty"), ValueError, "arrival must be 'poisson', 'uniform'"),
+    (dict(qps=10, arrival="closed"), ValueError, "qps does not apply to arrival='closed'"),
+    (dict(arrival="offline", max_queue=3), ValueError, "max_queue does not apply"),
+    (dict(qps=10, seed=-1), ValueError, "seed must be >= 0"),
+    (dict(qps=10, max_queue=-1), ValueError, "max_queue must be >= 0"),
+    (dict(qps=10, num_warmup=-1), ValueError, "num_warmup must be >= 0"),
+    (dict(qps=1e9, duration_s=100), ValueError, "asks for 100000000000 requests"),
+])
+def test_bad_input_is_refused_before_func_is_called(kw, exc, text):
+    calls = []
+    with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")) as e:
+        benchmark_load(lambda: calls.append(1), **kw)
+    assert calls == []
+    assert str(e.value).startswith("benchmark_load(): ")
+
+
+def test_func_must_be_callable():
+    with pytest.raises(TypeError, match="func must be callable"):
+        benchmark_load(42, qps=10)
+
+
+# ---- a failing request, Ctrl-C ---------------------------------------------------------------
+
+def test_an_exception_in_request_37_propagates_with_what_was_measured(no_thread_left):
+    count = [0]
+    boom = ValueError("boom")
+
+    def f():
+        count[0] += 1
+        if count[0] == 37:
+            raise boom
+    with pytest.raises(ValueError) as e:
+        quiet(benchmark_load, f, qps=1000, duration_s=0.3, seed=1, num_warmup=0)
+    assert e.value is boom and str(e.value) == "boom"            # the same object, unchanged
+    notes = getattr(e.value, "__notes__", [])
+    assert any("raised by func in request 37 of" in n for n in notes), notes
+    assert e.value.stats.completed == 36 and isinstance(e.value.stats, LoadStats)
+    assert e.traceback[-1].name == "f"                            # the worker's traceback
+
+
+def test_a_worker_exception_with_its_own_stats_keeps_it_and_workers_are_joined(no_thread_left):
+    class Mine(Exception):
+        stats = "the user's"
+
+    def f():
+        time.sleep(0.001)
+        raise Mine()
+    with pytest.raises(Mine) as e:
+        quiet(benchmark_load, f, qps=500, duration_s=0.5, workers=4, num_warmup=0, seed=2)
+    assert e.value.stats == "the user's"
+    assert any("raised by func in request" in n for n in e.value.__notes__)
+
+
+@pytest.fixture
+def sigint_raises():
+    """Python's own SIGINT handler: a process started in the background by a
+    non-interactive shell begins with SIGINT ignored, and interrupt_main() then does
+    nothing (as a real Ctrl-C would not reach it either)."""
+    import signal
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(no_thread_left, sigint_raises):
+    # the Ctrl-C comes from inside the run (a worker's 20th call), whatever the set-up
+    # before it costs: a signal that lands in the full collection before the warm-up is
+    # lost in a finalizer, as Python loses any there
+    calls = [0]
+
+    def f():
+        calls[0] += 1
+        if calls[0] == 20:
+            __import__("_thread").interrupt_main()
+        time.sleep(0.002)
+    t0 = time.monotonic()
+    with pytest.raises(BenchmarkInterrupted) as e:
+        quiet(benchmark_load, f, qps=200, duration_s=20, workers=2, seed=1, **QUIET)
+    assert time.monotonic() - t0 < 10       # the run of 20 s ended, well before
+    s = e.value.stats
+    assert isinstance(s, LoadStats) and s.completed > 0 and s.unserved > 0
+    assert s.completed + s.dropped + s.unserved == s.requests
+    assert s.overloaded is None             # a stopped run says nothing of its backlog
+    assert isinstance(e.value.__context__, KeyboardInterrupt)
+
+
+# ---- the result: JSON, pickle, table -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run():
+    return quiet(benchmark_load, sleeper(0.0005), qps=400, duration_s=0.3, seed=9,
+                 name="resize | v2", **QUIET)
+
+
+def test_json_round_trip_at_full_precision(run):
+    text = run.to_json(samples=True)
+    back = LoadStats.from_dict(json.loads(text))
+    assert back == run
+    assert np.array_equal(back.latencies_ms, run.latencies_ms)
+    d = run.to_dict()
+    assert d["p99_ms"] == run.p99_ms and d["mean_ms"] == run.mean_ms   # not rounded
+    assert "latencies_ms" not in d and len(run.to_dict(samples=True)["lag_ms"]) == run.completed
+    assert pickle.loads(pickle.dumps(run)) == run
+    assert json.loads(LoadStats("x", "CPU").to_json())["p99_ms"] is None   # no NaN in JSON
+    with pytest.raises(ValueError):     # the arrays are read-only views
+        run.latencies_ms[0] = 1.0
+
+
+def test_the_table_and_the_notebook_reprs(run):
+    other = LoadStats("idle", "cuda:0", arrival="uniform", offered_qps=10.0, completed=3,
+                      overloaded=True)
+    text = format_load_table([run, other], "Under load")
+    lines = text.splitlines()
+    assert lines[0] == "### Under load" and lines[1] == ""
+    assert lines[2].startswith("| Model / Target | Device | Arrival | Offered (req/s) |")
+    assert lines[3].count(":---") == 11
+    assert lines[4].startswith(r"| **resize \| v2** | `CPU` | poisson | 400.0 |")
+    assert lines[5] == ("| **idle** | `cuda:0` | uniform | 10.0 | **N/A** | N/A | **N/A** | N/A | "
+                        "N/A | N/A | 3 |")
+    assert lines[-1].startswith("Flags: ") and "overloaded, few requests (idle)" in lines[-1]
+    assert not any("e+" in ln or "e-0" in ln or "nan" in ln for ln in lines)
+    assert run._repr_markdown_().startswith("| Model / Target |")
+    html = run._repr_html_()
+    assert html.startswith("<table>") and "resize | v2" in html
+    assert format_load_table(run, format="html") == html
+    with pytest.raises(TypeError, match="results"):
+        format_load_table("not a result")
+    with pytest.raises(ValueError, match="empty"):
+        format_load_table([])
+
+
+def test_the_result_reads_as_a_result(run):
+    assert run.name == "resize | v2" and run.device == "CPU" and run.env["python"]
+    assert run.offered_qps == 400.0 and run.duration_s == 0.3 and run.warmup_iters == 2
+    assert run.machine_busy in (True, False)
+    assert "LoadStats(name='resize | v2'" in repr(run) and "latencies" not in repr(run)
+    assert isinstance(run.flags, tuple)
+    s = LoadStats("f", "CPU")
+    assert s.latencies_ms is None and s.throughput is None and s.percentile_ci(99) == (
+        None, None, None)
+    with pytest.raises(TypeError):
+        LoadStats("f", "CPU", completed="3")
+
+
+# ---- find_peak_qps, the CLI, the fixture -------------------------------------------------------
+
+def test_find_peak_qps_says_its_plan_and_keeps_every_rate_tried(capsys):
+    with pytest.raises(ValueError, match="latency_bound_ms must be a positive number"):
+        find_peak_qps(_native._noop, latency_bound_ms=0)
+    with pytest.raises(ValueError, match="percentile must be in"):
+        find_peak_qps(_native._noop, latency_bound_ms=5, percentile=100)
+    s = quiet(find_peak_qps, sleeper(0.001), latency_bound_ms=20.0, duration_s=0.2,
+              max_time_s=4.0, seed=1, num_warmup=1)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("find_peak_qps 'BenchmarkTarget': p99 <= 20 ms; about ")
+    assert "at most 4 s (max_time_s)" in err[0]
+    search = s.search
+    assert search["latency_bound_ms"] == 20.0 and search["percentile"] == 99.0
+    assert search["probes"] and search["elapsed_s"] <= 4.0 + 2.0
+    verdicts = {p["verdict"] for p in search["probes"]}
+    assert verdicts <= {"meets", "misses", "inconclusive"}
+    if search["peak_qps"] is not None:
+        assert s.offered_qps == search["peak_qps"]
+        assert max(p["offered_qps"] for p in search["probes"] if p["verdict"] == "meets") == \
+            search["peak_qps"]
+    back = LoadStats.from_dict(json.loads(s.to_json()))
+    assert back.search == s.search
+
+
+def test_the_command_line_runs_under_load(tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    out = tmp_path / "load.json"
+    rc = cli.main(["--qps", "40", "--duration", "0.3", "--seed", "3", "--warmup", "1",
+                   "--json", str(out), "--name", "demo"])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "### Latency under load" in printed and "| **demo** |" in printed
+    saved = LoadStats.from_dict(json.loads(out.read_text()))
+    assert saved.seed == 3 and saved.offered_qps == 40.0 and len(saved.latencies_ms) == \
+        saved.completed
+    for argv in (["--qps", "10", "--iters", "5"], ["--find-peak"], ["--latency-bound", "3"],
+                 ["--qps", "10", "--find-peak", "--latency-bound", "3"],
+                 ["--workers", "2"], ["--qps", "0"], ["--arrival", "closed", "--qps", "5"]):
+        assert cli.main(argv) == 2, argv
+    capsys.readouterr()
+
+
+def test_the_command_line_finds_the_peak(tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    target = tmp_path / "target.py"
+    target.write_text("import time\ndef work():\n    time.sleep(0.001)\n")
+    rc = cli.main(["--callable", f"{target}:work", "--find-peak", "--latency-bound", "20",
+                   "--duration", "0.2", "--max-time", "3", "--warmup", "1", "--seed", "1"])
+    got = capsys.readouterr()
+    assert rc == 0
+    assert got.out.startswith("Peak: ") and "### Probes, in the order run" in got.out
+    assert "find_peak_qps 'work': p99 <= 20 ms" in got.err
+
+
+def test_the_command_line_writes_a_readiness_report_of_a_run_under_load(tmp_path, capsys):
+    """--report and --budget apply under load as to any run: the budget is a load result's
+    figure (achieved_qps a floor, p99_ms a ceiling), stated met or failed in the page."""
+    from spatialhub.utils.profiling import cli
+
+    page = tmp_path / "load.md"
+    rc = cli.main(["--qps", "40", "--duration", "0.3", "--seed", "3", "--warmup", "1",
+                   "--name", "demo", "--report", str(page), "--budget", "achieved_qps=1000",
+                   "--budget", "p99_ms=10000"])
+    capsys.readouterr()
+    assert rc == 0
+    text = page.read_text()
+    assert "## Latency under load" in text and "| demo |" in text
+    assert "demo: achieved_qps" in text and "FAILED" in text     # 40/s is not 1,000/s
+    assert "few requests (demo)" in text                          # its own flag, explained
+    # a budget on a figure a load result does not have is refused before anything runs
+    assert cli.main(["--qps", "40", "--report", str(page), "--budget", "fps=3"]) == 1
+    assert "a result has no figure 'fps'" in capsys.readouterr().err
+
+
+def test_the_pytest_fixture_runs_under_load(tmp_path):
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent("""
+        import time
+        from spatialhub.utils.profiling import LoadStats
+
+        def test_load(benchmark):
+            s = benchmark.load(time.sleep, 0.001, qps=100, duration_s=0.3, seed=2,
+                               num_warmup=1)
+            assert isinstance(s, LoadStats) and benchmark.load_stats is s
+            assert s.completed == s.requests
+            assert benchmark.extra_info["load"]["p99_ms"] == s.p99_ms
+            assert benchmark.stats.native.timed_iters == s.completed
+    """))
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:benchmark", "--benchmark-json", "out.json"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    saved = json.loads((tmp_path / "out.json").read_text())["benchmarks"][0]
+    assert saved["extra_info"]["load"]["arrival"] == "poisson"
+
+
+def test_plot_load_draws_the_rates(run):
+    pytest.importorskip("matplotlib")
+    fig = prof.plot_load([run, run])
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "offered rate (requests/s)"
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"p50", "p99"}
