@@ -127,6 +127,44 @@ def test_a_known_run_spread_is_used_for_single_runs():
         compare_benchmarks(base, cand, margin="5%")
 
 
+@pytest.fixture
+def calibrated():
+    """This machine's spread as spatialhub-bench --calibrate leaves it: 4.2% over 20
+    processes; restored after."""
+    old = _native._set_machine_run_spread(0.042, 20)
+    yield 0.042
+    _native._set_machine_run_spread(*old)
+
+
+def test_a_calibrated_machine_lets_two_single_runs_decide(calibrated):
+    """The calibration is a spread measured on this machine: two single runs 1.3x apart
+    are "slower" on it (t-adjusted for its 20 processes), not on an assumed 15%; a run that
+    started on a busy machine, which a quiet calibration does not describe, stays
+    undecided."""
+    a, b = stats(steady(1.0, seed=1)), stats(steady(1.3, seed=2))
+    a.machine_busy = b.machine_busy = False
+    c = compare_benchmarks(a, b)
+    assert c.verdict == "slower", c.reason
+    assert "calibrated between-run spread ±4.5% (from 20 processes" in c.reason
+    assert c.run_spread == pytest.approx(0.042 * 2.093 / 1.960, rel=1e-3)   # t(19) / z
+    same = compare_benchmarks(a, stats(steady(1.0, seed=3)), margin=0.15)   # ±12% fits
+    assert same.verdict == "same", same.reason
+    b.machine_busy = True
+    c = compare_benchmarks(a, b)
+    assert c.verdict == "inconclusive" and "no between-run spread measured" in c.reason
+    _native._set_machine_run_spread(None, None)
+    a.machine_busy = b.machine_busy = False
+    assert compare_benchmarks(a, b).verdict == "inconclusive"     # none: the assumption
+
+
+def test_one_measurement_against_itself_carries_no_busy_caveat():
+    a = stats(steady(1.0))
+    a.machine_busy = True
+    c = compare_benchmarks(a, a)
+    assert c.verdict == "same" and c.reason == ("the same samples on both sides: one "
+                                                "measurement compared with itself")
+
+
 def test_run_sizes_are_checked_and_travel_with_the_result():
     s = stats(steady(1.0, 30), run_sizes=[10, 20])
     assert s.run_sizes == (10, 20)

@@ -580,11 +580,27 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     if (shp_compare_samples(xa.x, xa.n, xb.x, xb.n, (uint64_t)seed, resamples, &j.ma, &j.mb,
                             &j.ratio, &blo, &bhi) < 0)
         goto error;
+    /* Two single runs on a machine whose spread between runs was measured
+     * (calibrate_run_spread, spatialhub-bench --calibrate): that measurement,
+     * t-adjusted for the processes it came from, decides as a given spread
+     * does -- unless a run started on a busy machine, which a calibration on a
+     * quiet one does not describe. */
+    int calibrated = 0;
+    if (known < 0.0 && !paired && ra <= 1 && rb <= 1 && st->machine_spread >= 0.0 &&
+        a->machine_busy != 1 && b->machine_busy != 1) {
+        known = fmin(st->machine_spread * shp_t975(st->machine_spread_df) / shp_t975(INFINITY),
+                     0.99);
+        calibrated = 1;
+    }
     PyObject *hold = NULL, *hold2 = NULL;
     const char *repeat = shp_remedy_word(st, SHP_WORD_REPEAT, &hold);
     const char *compare = shp_remedy_word(st, SHP_WORD_COMPARE, &hold2);
     int rc = paired ? judge_paired(&xa, &xb, sa, ra, sb, rb, &j)
                     : judge_levels(&xa, &xb, sa, ra, sb, rb, known, blo, bhi, repeat, compare, &j);
+    if (rc == 0 && calibrated)
+        PyOS_snprintf(j.basis, sizeof(j.basis), "single runs with this machine's calibrated "
+                      "between-run spread ±%.1f%% (from %.0f processes, t-adjusted)",
+                      100.0 * known, st->machine_spread_df + 1.0);
     const char *verdict = rc == 0 ? shp_judge(j.ratio, j.lo, j.hi, margin) : NULL;
     char reason[768];
     int same_samples = xa.n == xb.n && ra == rb &&
@@ -631,7 +647,8 @@ shp_compare_benchmarks(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     Py_XDECREF(hold);
     Py_XDECREF(hold2);
-    busy_caveat(a, b, j.method, reason, sizeof(reason));
+    if (!same_samples)   /* one measurement: nothing moved between its sides */
+        busy_caveat(a, b, j.method, reason, sizeof(reason));
     c = (shp_Comparison *)Cmp_new(st->comparison_type, NULL, NULL);
     if (c == NULL)
         goto error;

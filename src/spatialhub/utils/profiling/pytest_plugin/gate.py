@@ -83,6 +83,8 @@ MIN_SPREAD_RUNS = 3
 #: Process medians a side needs for the spread between runs to be read from them.
 MIN_PROCESSES = 3
 HISTORY_RUNS = 10
+#: The words of a verdict the core reached on this machine's calibrated spread (compare.c).
+CALIBRATED = "this machine's calibrated between-run spread"
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,9 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     if spread is not None:
         kw["run_spread"] = min(spread, 0.99)
     c = compare_benchmarks(baseline, candidate, resamples=RESAMPLES, seed=seed, **kw)
+    if spread is None and CALIBRATED in c.reason:
+        # nothing saved measured it, but this machine's calibration did (the core used it)
+        spread, basis = c.run_spread, "this machine's calibration (spatialhub-bench --calibrate)"
     ratio, lo, hi = float(c.ratio), float(c.ci95_low), float(c.ci95_high)
     fails = threshold is not None and c.verdict == "slower" and ratio > 1.0 + threshold
     reason = f"{c.reason}; {basis}"
