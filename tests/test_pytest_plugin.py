@@ -434,6 +434,33 @@ def test_a_gate_that_measured_no_spread_says_it_did_not_judge(tmp_path):
     assert "benchmark_repeated" not in flat, out      # the plugin's words, not ours
 
 
+LOAD_GATE_SRC = """
+    import os, time
+    D = float(os.environ.get("D", "0.001"))
+
+    def test_served(benchmark):
+        benchmark.load(time.sleep, D, qps=100, duration_s=0.3, seed=1, num_warmup=2)
+"""
+
+
+def test_a_run_under_load_is_gated_once_three_saved_runs_give_its_spread(tmp_path):
+    """A run under load has no reference workload and is never probed: its spread comes
+    from the saved runs' raw medians (the others' are divided by their references).
+    Before 3 saved runs it is not judged, and the reason says what measures it; after,
+    a 3x slower service fails the gate."""
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, "--benchmark-autosave")
+    assert rc == 0, out
+    gate = ["--benchmark-compare", "--benchmark-compare-fail=median:10%"]
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, *gate, env={"D": "0.003"})
+    flat = " ".join(out.split())
+    assert rc == 0 and "1 not judged" in flat, out
+    assert "a run under load is not probed: 3 saved runs measure it" in flat, out
+    for _ in range(2):
+        assert run_pytest(tmp_path, LOAD_GATE_SRC, "--benchmark-autosave")[0] == 0
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, *gate, env={"D": "0.003"})
+    assert rc == 1 and "Performance has regressed" in out, out
+
+
 def test_compare_fail_needs_compare_and_a_known_field(tmp_path):
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail=median:10%")
     assert rc == 4 and "requires valid --benchmark-compare" in out, out
