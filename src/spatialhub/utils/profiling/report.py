@@ -698,8 +698,9 @@ def _results_table(g: _Given, labels: dict[int, str]) -> Section:
         row = [Cell(_row_label(s, sw, labels)), Cell(s.device),
                Cell(f"{_ms(p50)} ({ci})" if ci else _ms(p50), "num")]
         if rerun:
-            row.append(Cell(_interval(s.rerun_low_ms, s.rerun_high_ms) or "not measured",
-                            "num"))
+            basis = s.rerun_basis or ""
+            none = f"none ({basis.split(':', 1)[0]})" if ":" in basis else "not measured"
+            row.append(Cell(_interval(s.rerun_low_ms, s.rerun_high_ms) or none, "num"))
         row += [Cell(_ms(s.p90_ms), "num"), Cell(_ms(s.p95_ms), "num"),
                 Cell(_ms(s.p99_ms), "num"),
                 Cell(f"{number(s.throughput)} {unit}", "num"),
