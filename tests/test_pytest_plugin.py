@@ -871,3 +871,26 @@ def test_benchmark_report_mistakes_are_usage_errors(tmp_path, args, fragment):
     rc, out = run_pytest(tmp_path, "def test_x(benchmark):\n    benchmark(int)\n", *args)
     assert rc == 4, out
     assert fragment in out
+
+
+def test_one_note_per_benchmark_with_each_cause_once():
+    """The segments of one benchmark(func) warn with their own figures and cause sets: the
+    user reads one note per benchmark, each cause on one line (its first figures), never
+    the same cause three times."""
+    from types import SimpleNamespace
+
+    from spatialhub.utils.profiling.pytest_plugin.fixture import (MAX_NOTE_LINES,
+                                                                  BenchmarkFixture)
+
+    fx = SimpleNamespace(warnings=[])
+    head = "benchmark 'test_x' (statistics.md#the-causes):"
+    for msg in (f"{head}\n  page faults: 570 a call -- reuse buffers (out=)",
+                f"{head}\n  noisy: IQR 10% of the median -- raise --benchmark-min-rounds\n"
+                "  page faults: 600 a call -- reuse buffers (out=)",
+                f"{head}\n  page faults: 580 a call -- reuse buffers (out=)"):
+        BenchmarkFixture._keep_warning(fx, msg)
+    assert fx.warnings == [f"{head}\n  page faults: 570 a call -- reuse buffers (out=)\n"
+                           "  noisy: IQR 10% of the median -- raise --benchmark-min-rounds"]
+    for k in range(10):
+        BenchmarkFixture._keep_warning(fx, f"{head}\n  cause{k}: x")
+    assert len(fx.warnings) == 1 and len(fx.warnings[0].split("\n")) == 1 + MAX_NOTE_LINES
