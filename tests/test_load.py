@@ -11,6 +11,7 @@ import json
 import math
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -77,6 +78,39 @@ def test_a_seed_fixes_the_schedule_and_poisson_gaps_have_the_rate(no_thread_left
     assert not np.array_equal(other.arrivals_ms[:50], a.arrivals_ms[:50])
     fresh = quiet(benchmark_load, _native._noop, qps=100, duration_s=0.1, **QUIET)
     assert isinstance(fresh.seed, int) and fresh.seed >= 0     # drawn, and kept to repeat
+
+
+def test_a_tiny_rate_draws_an_empty_schedule_and_says_so(tmp_path):
+    """A qps whose first gap lies beyond the window -- past ~292 years the nanoseconds no
+    longer fit an int64 -- draws no arrival (uniform: only the one at 0): the run returns
+    at once and a NoRequestsWarning says why.  In a child limited to 1 GiB: a schedule
+    that never ends fails there with MemoryError instead of taking the machine."""
+    script = tmp_path / "tiny.py"
+    script.write_text(textwrap.dedent("""
+        import json, resource, warnings
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        import spatialhub.utils.profiling as prof
+        out = []
+        for qps in (1e-10, 1e-300, 5e-324):
+            for arrival in ("uniform", "poisson"):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    s = prof.benchmark_load(lambda: None, qps=qps, duration_s=0.5,
+                                            arrival=arrival, seed=1, num_warmup=0)
+                said = [type(r.message).__name__ for r in w
+                        if issubclass(r.category, prof.NoRequestsWarning)]
+                out.append([arrival, s.requests, s.completed, s.p99_ms, said])
+        print(json.dumps(out))
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    for arrival, requests, completed, p99, said in json.loads(p.stdout):
+        if arrival == "uniform":     # one arrival at 0, the next ages away
+            assert (requests, completed, said) == (1, 1, []) and p99 is not None
+        else:
+            assert (requests, completed, p99, said) == (0, 0, None, ["NoRequestsWarning"])
 
 
 def test_uniform_arrivals_are_one_every_1_over_qps():
@@ -238,10 +272,14 @@ def test_kwargs_reach_func_and_num_iters_does_not_apply():
     (dict(qps=10, max_queue=-1), ValueError, "max_queue must be >= 0"),
     (dict(qps=10, num_warmup=-1), ValueError, "num_warmup must be >= 0"),
     (dict(qps=1e9, duration_s=100), ValueError, "asks for 100000000000 requests"),
+    # the count of a huge product is said as a number, never an overflowed int64
+    (dict(qps=1e300, duration_s=1e-9), ValueError, "asks for about 1e+291 requests; at most"),
+    (dict(qps=10**400), ValueError, "qps must be a positive number of requests per second, "
+                                    "got a number too large for a float"),
 ])
 def test_bad_input_is_refused_before_func_is_called(kw, exc, text):
     calls = []
-    with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")) as e:
+    with pytest.raises(exc, match=re.escape(text)) as e:
         benchmark_load(lambda: calls.append(1), **kw)
     assert calls == []
     assert str(e.value).startswith("benchmark_load(): ")

@@ -116,8 +116,15 @@ positive_real(PyObject *v, const char *param, const char *what, double *out)
     if (!shp_arg_is_real(v))
         return shp_arg_type_error(FN, param, "a real number", v);
     double d = PyFloat_AsDouble(v);
-    if (d == -1.0 && PyErr_Occurred())
+    if (d == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        /* an int beyond a float: its hundreds of digits would say nothing more */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, FN ": %s must be %s, got a number too large for a "
+                     "float", param, what);
         return -1;
+    }
     if (!(d > 0.0) || !isfinite(d))
         return shp_arg_value_error(FN, param, what, v);
     *out = d;
@@ -191,11 +198,23 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, load_opts
     o->window_ns = (int64_t)llround(o->duration_s * 1e9);
     if (o->window_ns < 1)
         return shp_arg_value_error(FN, "duration_s", "at least a nanosecond", v[OPT_DURATION]);
-    if (timed && o->qps * o->duration_s > (double)SHP_LOAD_MAX_REQUESTS) {
-        /* (PyErr_Format has no %f) */
-        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %lld requests; at most "
-                     "%zd fit in one run (lower qps or duration_s)",
-                     (long long)(o->qps * o->duration_s), (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
+    double asked = o->qps * o->duration_s;
+    if (timed && asked > (double)SHP_LOAD_MAX_REQUESTS) {
+        /* (PyErr_Format has no %f or %g; a count beyond 1e15 reads "about 1e+291") */
+        char count[64];
+        if (asked < 1e15) {
+            PyOS_snprintf(count, sizeof count, "%lld", (long long)asked);
+        }
+        else {
+            char *g = PyOS_double_to_string(asked, 'g', 3, 0, NULL);
+            if (g == NULL)
+                return -1;
+            PyOS_snprintf(count, sizeof count, "about %s", g);
+            PyMem_Free(g);
+        }
+        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %s requests; at most "
+                     "%zd fit in one run (lower qps or duration_s)", count,
+                     (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
         return -1;
     }
     o->workers = 1;
@@ -779,6 +798,13 @@ shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         if (shp_diag_number(&diag, "backlog_growth_qps", s->backlog_growth_qps) < 0 ||
             shp_diag_number(&diag, "offered_qps", s->offered_qps) < 0 ||
             shp_diag_number(&diag, "achieved_qps", s->achieved_qps) < 0)
+            goto done;
+    }
+    if (timed && s->requests == 0) {
+        /* nothing to measure: every figure is None, and the reason is the arguments */
+        shp_diag_cause(&diag, SHP_CAUSE_NO_REQUESTS);
+        if (shp_diag_number(&diag, "offered_qps", s->offered_qps) < 0 ||
+            shp_diag_number(&diag, "duration_s", s->duration_s) < 0)
             goto done;
     }
     if (shp_diag_emit(st, &diag, name, (PyObject *)s) < 0)

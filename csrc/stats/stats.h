@@ -305,8 +305,9 @@ void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
 /* The arrival times of a schedule fixed in advance, in ns from the opening of
  * a window of window_ns: a Poisson process of rate qps (exponential gaps from
  * the seeded generator) when `poisson`, else one every 1 / qps from 0.  A
- * new PyMem array into *out (NULL when none) and its length into *n.  0, or
- * -1 with MemoryError. */
+ * new PyMem array into *out and its length into *n (0 when no arrival falls
+ * in the window: a qps whose first gap is beyond it).  0, or -1 with
+ * MemoryError. */
 int shp_load_schedule(int poisson, double qps, int64_t window_ns, uint64_t seed, int64_t **out,
                       Py_ssize_t *n);
 /* The latencies of a first-come-first-served queue with `servers` servers
