@@ -355,6 +355,78 @@ def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(no_thread_left, sigint
     assert isinstance(e.value.__context__, KeyboardInterrupt)
 
 
+def _interrupted(fn, *args, **kwargs):
+    """The BenchmarkInterrupted fn raises; a plain KeyboardInterrupt (the result lost)
+    or a normal return fails the test, without ending pytest's session."""
+    try:
+        fn(*args, **kwargs)
+    except BenchmarkInterrupted as exc:
+        return exc
+    except KeyboardInterrupt as exc:
+        pytest.fail(f"a plain {type(exc).__name__} escaped: the result was lost")
+    pytest.fail("the Ctrl-C was not said")
+
+
+def test_a_ctrl_c_pending_when_the_run_ends_still_hands_over_the_result(no_thread_left,
+                                                                        sigint_raises):
+    """A Ctrl-C in the last request is pending when the workers are done: it is taken
+    before any Python code runs for the result, so the user gets all 10 requests in
+    .stats, not a KeyboardInterrupt from inside platform.py."""
+    calls = [0]
+
+    def f():
+        calls[0] += 1
+        if calls[0] == 10:           # the schedule's last request
+            __import__("_thread").interrupt_main()
+    e = _interrupted(quiet, benchmark_load, f, qps=100, duration_s=0.1, arrival="uniform",
+                     num_warmup=0)
+    assert e.stats.requests == e.stats.completed == 10
+
+
+def test_a_second_ctrl_c_while_a_call_finishes_keeps_the_result(no_thread_left):
+    """The first Ctrl-C is taken while request 1 is still in its call; a second one
+    while the run waits for that call is the same request: both handlers run within the
+    call, and the result (1 completed, the rest unserved) comes back."""
+    import signal
+    said = []
+    taken = threading.Event()
+
+    def handler(signum, frame):
+        said.append(signum)
+        taken.set()
+        raise KeyboardInterrupt
+    calls = [0]
+
+    def f():
+        calls[0] += 1
+        if calls[0] == 1:
+            __import__("_thread").interrupt_main()
+            taken.wait(30)                          # the run is stopped meanwhile
+            __import__("_thread").interrupt_main()  # a second Ctrl-C before the call ends
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        e = _interrupted(quiet, benchmark_load, f, qps=100, duration_s=5, arrival="uniform",
+                         num_warmup=0)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert len(said) == 2                  # both were taken by the call, none left over
+    s = e.stats
+    assert (s.requests, s.completed, s.unserved) == (500, 1, 499) and calls[0] == 1
+
+
+def test_a_ctrl_c_while_the_warning_is_said_still_hands_over_the_result(sigint_raises):
+    """The call's warning runs Python code (showwarning): a Ctrl-C there is the call's,
+    with the result as .stats."""
+    def interrupting(*args, **kwargs):
+        __import__("_thread").interrupt_main()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = interrupting
+        e = _interrupted(benchmark_load, _native._noop, qps=1e-10, duration_s=0.5, seed=1,
+                         num_warmup=0)
+    assert e.stats.requests == 0 and isinstance(e.stats, LoadStats)
+
+
 # ---- the result: JSON, pickle, table -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
