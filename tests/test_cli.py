@@ -306,6 +306,9 @@ def test_report_of_a_run_and_of_a_compare(demo_json, tmp_path):
                "--budget", "p99_ms=0.000001", "--budget", "ram_delta_mb=100000",
                "--json", tmp_path / "b.json")
     assert proc.returncode == 0, proc.stderr       # a failed budget is reported, not a status
+    # ... and said on stderr, with where the page went
+    assert (f"spatialhub-bench: wrote {tmp_path / 'run.html'}: Does not meet the stated "
+            "checks: 1 of 2 budgets failed (ImagePreprocessor: p99_ms") in proc.stderr
     html = (tmp_path / "run.html").read_text()
     parts = []
 

@@ -218,7 +218,7 @@ def test_the_command_line_defaults_in_the_guide_are_the_codes():
         "--warmup": {cli.DEMO_WARMUP, cli.WARMUP},
         "--iters": {cli.ITERS, cli.TORCH_ITERS},
         "--margin": {pct(_native.DEFAULT_MARGIN)},
-        "--run-spread": {pct(_native.ASSUMED_RUN_SPREAD)},
+        "--run-spread": {cli.SAVED_PROCESSES},
         "--input-dim": {1},
         "--instructions-runs": {pkg.instructions.RUNS},
         "--duration": {cli.LOAD_DURATION},
@@ -322,7 +322,7 @@ def test_the_pytest_option_defaults_in_the_guide_are_the_plugins():
         stated = [c.strip().strip("`") for c in cell.split(" / ")] if cell else [""]
         stated = ["" if t == "-" else t for t in stated]          # "-": no default
         if names == ["--benchmark-run-spread"]:
-            assert set(numbers(cell)) == {gate.MIN_SPREAD_RUNS, pct(_native.ASSUMED_RUN_SPREAD)}, cell
+            assert set(numbers(cell)) == {gate.MIN_SPREAD_RUNS}, cell
             continue
         if names == ["--benchmark-instructions-runs"]:    # None: applied when counting
             assert opts[names[0]].attrs().get("default") is None
@@ -345,7 +345,8 @@ def test_the_pytest_help_states_the_gates_defaults():
     help_text = " ".join(plugin_options()["--benchmark-run-spread"].attrs()["help"].split())
     assert f"the last {gate.HISTORY_RUNS} saved runs" in help_text
     assert f"there are {gate.MIN_SPREAD_RUNS} or more" in help_text
-    assert f"else the {100 * _native.ASSUMED_RUN_SPREAD:g}%%" in help_text
+    assert "--benchmark-processes" in help_text and "not judged" in help_text
+    assert f"the {100 * _native.ASSUMED_RUN_SPREAD:g}%% a single run" in help_text
 
 
 # ---- api.md: signatures and the parameter table ----------------------------------------------

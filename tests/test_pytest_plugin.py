@@ -434,6 +434,33 @@ def test_a_gate_that_measured_no_spread_says_it_did_not_judge(tmp_path):
     assert "benchmark_repeated" not in flat, out      # the plugin's words, not ours
 
 
+LOAD_GATE_SRC = """
+    import os, time
+    D = float(os.environ.get("D", "0.001"))
+
+    def test_served(benchmark):
+        benchmark.load(time.sleep, D, qps=100, duration_s=0.3, seed=1, num_warmup=2)
+"""
+
+
+def test_a_run_under_load_is_gated_once_three_saved_runs_give_its_spread(tmp_path):
+    """A run under load has no reference workload and is never probed: its spread comes
+    from the saved runs' raw medians (the others' are divided by their references).
+    Before 3 saved runs it is not judged, and the reason says what measures it; after,
+    a 3x slower service fails the gate."""
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, "--benchmark-autosave")
+    assert rc == 0, out
+    gate = ["--benchmark-compare", "--benchmark-compare-fail=median:10%"]
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, *gate, env={"D": "0.003"})
+    flat = " ".join(out.split())
+    assert rc == 0 and "1 not judged" in flat, out
+    assert "a run under load is not probed: 3 saved runs measure it" in flat, out
+    for _ in range(2):
+        assert run_pytest(tmp_path, LOAD_GATE_SRC, "--benchmark-autosave")[0] == 0
+    rc, out = run_pytest(tmp_path, LOAD_GATE_SRC, *gate, env={"D": "0.003"})
+    assert rc == 1 and "Performance has regressed" in out, out
+
+
 def test_compare_fail_needs_compare_and_a_known_field(tmp_path):
     rc, out = run_pytest(tmp_path, GATE_SRC, "--benchmark-compare-fail=median:10%")
     assert rc == 4 and "requires valid --benchmark-compare" in out, out
@@ -844,3 +871,26 @@ def test_benchmark_report_mistakes_are_usage_errors(tmp_path, args, fragment):
     rc, out = run_pytest(tmp_path, "def test_x(benchmark):\n    benchmark(int)\n", *args)
     assert rc == 4, out
     assert fragment in out
+
+
+def test_one_note_per_benchmark_with_each_cause_once():
+    """The segments of one benchmark(func) warn with their own figures and cause sets: the
+    user reads one note per benchmark, each cause on one line (its first figures), never
+    the same cause three times."""
+    from types import SimpleNamespace
+
+    from spatialhub.utils.profiling.pytest_plugin.fixture import (MAX_NOTE_LINES,
+                                                                  BenchmarkFixture)
+
+    fx = SimpleNamespace(warnings=[])
+    head = "benchmark 'test_x' (statistics.md#the-causes):"
+    for msg in (f"{head}\n  page faults: 570 a call -- reuse buffers (out=)",
+                f"{head}\n  noisy: IQR 10% of the median -- raise --benchmark-min-rounds\n"
+                "  page faults: 600 a call -- reuse buffers (out=)",
+                f"{head}\n  page faults: 580 a call -- reuse buffers (out=)"):
+        BenchmarkFixture._keep_warning(fx, msg)
+    assert fx.warnings == [f"{head}\n  page faults: 570 a call -- reuse buffers (out=)\n"
+                           "  noisy: IQR 10% of the median -- raise --benchmark-min-rounds"]
+    for k in range(10):
+        BenchmarkFixture._keep_warning(fx, f"{head}\n  cause{k}: x")
+    assert len(fx.warnings) == 1 and len(fx.warnings[0].split("\n")) == 1 + MAX_NOTE_LINES

@@ -392,6 +392,7 @@ def test_a_load_runs_own_flags_are_explained_and_a_searchs_probes_flag_nothing(h
     assert "Remedy: Lower qps or raise workers." in flags
     assert "requests unserved (net-jammed): requests still waiting" in flags
     assert "few requests (net-jammed): fewer than 1,000 requests completed" in flags
+    assert "requests above it. Remedy: A longer duration" in flags
     # the search's 500 req/s probe was overloaded by design: net-served is not flagged
     assert "net-served" not in flags
 
@@ -405,6 +406,13 @@ def test_a_search_that_found_no_peak_says_so(tmp_path):
     text = Page(out.read_text()).sections["load"]
     assert "No rate tried met the bound (P99 ≤ 10 ms)" in text and "down to 50" in text
     assert "(peak)" not in text and "The highest rate" not in text
+    # the verdict says the bound was missed; a budget is not judged on the fallback run
+    summary = Page(out.read_text()).sections["summary"]
+    assert "Does not meet the stated checks" in summary
+    assert "no rate tried met net-served's latency bound (P99 ≤ 10 ms)" in summary
+    out = write_report([none], tmp_path / "b.html", budgets={"p99_ms": 1000})
+    summary = Page(out.read_text()).sections["summary"]
+    assert "net-served: p99_ms not measured" in summary and "budgets met" not in summary
 
 
 def test_environment_and_reproduction(html):

@@ -228,3 +228,23 @@ def test_cold_start_gpu_time_and_cache_columns_with_columns_auto(make_stats):
     assert lines[2].endswith("| 812.50 | 0.75 | 25% | cold |"), lines[2]
     assert lines[3].endswith("| N/A | 3.00 | N/A | N/A | warm |"), lines[3]
     assert lines[4].endswith("| N/A | N/A | N/A | N/A | N/A |"), lines[4]
+
+
+def test_a_single_run_of_two_modes_keeps_the_rerun_column_with_its_reason():
+    """The table's shape does not change with the samples: one run of two modes has no
+    rerun interval, and says why in the column rather than losing it (README)."""
+    two = _native._stats_from_samples(np.r_[np.ones(100), 2 * np.ones(100)])
+    assert two.stability == "multimodal" and two.rerun_low_ms is None
+    lines = format_benchmark_table([two], columns="auto").split("\n")
+    assert lines[0].endswith("| Rerun 95% (ms) |")
+    assert lines[2].endswith("| none (two modes) |")
+
+
+def test_the_report_says_why_a_run_has_no_rerun_interval(tmp_path):
+    from spatialhub.utils.profiling import write_report
+
+    two = _native._stats_from_samples(np.r_[np.ones(100), 2 * np.ones(100)])
+    steady = _native._stats_from_samples(1 + 0.01 * np.random.default_rng(0).random(200))
+    steady.name = "steady"
+    text = write_report([steady, two], tmp_path / "r.md").read_text()
+    assert "| samples | CPU | 1.5 (1 to 2) | none (two modes) |" in text

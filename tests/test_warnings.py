@@ -308,6 +308,15 @@ def test_a_share_near_all_reads_nearly_all_and_never_as_a_ratio():
     assert "others used nearly all of the CPUs" in line("busy machine", others_cpu_share=0.97)
     assert "others used 90% of the CPUs" in line("busy machine", others_cpu_share=0.94)
     assert "1.0x" not in line("multimodal", mode_low_ms=1.0, mode_high_ms=2.0, slow_share=0.99)
+    # modes under 2x apart in percent: 1.15x never reads "1.0x apart"
+    assert "modes 20% apart, 40% slow" in line("multimodal", mode_low_ms=0.100,
+                                               mode_high_ms=0.120, slow_share=0.4)
+    assert "modes 3.0x apart" in line("multimodal", mode_low_ms=1.0, mode_high_ms=3.0,
+                                      slow_share=0.4)
+    # under load no interleaved comparison cancels the neighbours: the remedy says so
+    busy = line("busy machine", others_cpu_share=0.7, under_load=1.0)
+    assert "stop them: the requests share the CPUs with them" in busy
+    assert "instructions" not in busy and "compare" not in busy
 
 
 def test_the_demo_writes_at_most_five_short_lines_to_stderr(tmp_path):

@@ -116,7 +116,10 @@ shp_columns_resolve_auto(shp_columns *x, PyObject *items)
     int rerun = 0, first = 0, gpu = 0, cold = 0, instr = 0, cycles = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         shp_Stats *s = (shp_Stats *)PyList_GET_ITEM(items, i);
-        rerun |= !isnan(s->rerun_low_ms) && !isnan(s->rerun_high_ms);
+        /* an interval, or the reason a run has none ("none (two modes)"): the column
+         * stays, so the table's shape does not change with the samples */
+        rerun |= (!isnan(s->rerun_low_ms) && !isnan(s->rerun_high_ms)) ||
+                 (s->rerun_basis != NULL && s->rerun_basis != Py_None);
         first |= !isnan(s->first_call_ms);
         gpu |= !isnan(s->gpu_median_ms);
         cold |= s->cache != NULL && PyUnicode_CompareWithASCIIString(s->cache, "cold") == 0;

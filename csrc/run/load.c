@@ -868,8 +868,9 @@ shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
     /* one warning for the call (warn.c) */
     diag.busy_known = s->machine_busy >= 0;
-    if (s->machine_busy == 1 && shp_diag_busy(&diag, &o.pf) < 0)
-        goto done;
+    if (s->machine_busy == 1 && (shp_diag_busy(&diag, &o.pf) < 0 ||
+                                 shp_diag_number(&diag, "under_load", 1.0) < 0))
+        goto done;   /* (under load no interleaving cancels the neighbours: warn.c) */
     if (s->overloaded == 1) {
         shp_diag_cause(&diag, SHP_CAUSE_OVERLOADED);
         if (shp_diag_number(&diag, "backlog_growth_qps", s->backlog_growth_qps) < 0 ||

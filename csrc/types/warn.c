@@ -444,7 +444,10 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
         break;
     case SHP_CAUSE_MULTIMODAL: {
         double lo = number(a, "mode_low_ms"), hi = number(a, "mode_high_ms");
-        coarse(lo > 0 ? hi / lo : NAN, x, sizeof x);
+        /* modes under 2x apart as a percentage ("modes 20% apart"): "1.0x apart" for
+         * 1.1-1.24 would read as no difference at all */
+        double r = lo > 0 ? hi / lo : NAN;
+        coarse(r < 1.95 ? r - 1.0 : r, x, sizeof x);
         coarse_share(number(a, "slow_share"), y, sizeof y);
         if (threads > 1)
             PyOS_snprintf(buf, n, "modes %s apart, %s slow -- %d torch threads: "
@@ -461,7 +464,12 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
         break;
     case SHP_CAUSE_BUSY: {
         double share = number(a, "others_cpu_share");
-        if (share >= 0.0) {
+        if (number(a, "under_load") > 0.0) {   /* requests share the CPUs: nothing cancels them */
+            coarse_share(share, x, sizeof x);
+            PyOS_snprintf(buf, n, "others used %s of the CPUs -- stop them: the requests "
+                          "share the CPUs with them", share >= 0.0 ? x : "much");
+        }
+        else if (share >= 0.0) {
             coarse_share(share, x, sizeof x);
             PyOS_snprintf(buf, n, "others used %s of the CPUs -- stop them, or use %s", x,
                           w->compare);

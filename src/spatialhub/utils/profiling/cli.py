@@ -285,9 +285,11 @@ def build_parser():
                       help="run-to-run spread of identical code on this machine, in percent "
                            "(std of log run medians: a --processes run's JSON has it as "
                            "run_spread, a fraction: 0.03 there is 3 here), for results "
-                           "without repetitions (default: assumed "
-                           f"{_pct(ASSUMED_RUN_SPREAD)}%%, what separate runs showed on a "
-                           "shared 2-core VM)")
+                           "without repetitions (default: measured from the files' runs "
+                           f"-- --json saves {SAVED_PROCESSES} processes -- else this "
+                           "machine's --calibrate figure, else none: two single runs then "
+                           "get no verdict, their ratio explained against an assumed "
+                           f"{_pct(ASSUMED_RUN_SPREAD)}%%)")
 
     load = p.add_argument_group("latency under load (demo and --callable)")
     load.add_argument("--qps", type=_positive_real, metavar="RATE",
@@ -918,17 +920,22 @@ def _report(a, stats_list, sweep_result, title):
 
 def _report_file(a, results, title, baseline=None):
     """write_report of `results` to --report, with --budget and this command."""
-    from .report import write_report
+    from .report import render_report, write_report
 
     argv = getattr(a, "argv", None)
     command = f"{PROG} {shlex.join(argv)}" if argv is not None else None
+    kw = dict(title=title, baseline=baseline, budgets=dict(a.budget) if a.budget else None,
+              command=command)
     try:
-        write_report(results, a.report, title=title, baseline=baseline,
-                     budgets=dict(a.budget) if a.budget else None, command=command)
+        write_report(results, a.report, **kw)
+        # the page's headline, said where the user looks: the budgets met or not
+        text = render_report(results, format="markdown", **kw).split("## Verdict", 1)[-1]
     except OSError as exc:
         raise _cannot_write("--report", a.report, exc) from None
     except (TypeError, ValueError) as exc:
         raise CliError(f"--report: {exc}".replace("write_report(): ", "")) from None
+    headline = next((line for line in text.splitlines() if line.strip()), "")
+    print(f"{PROG}: wrote {a.report}: {headline.replace('**', '')}", file=sys.stderr)
 
 
 def _one_line(exc):

@@ -108,6 +108,12 @@ class _Load:
         return _Load(self.search).num(name)
 
     @property
+    def no_peak(self) -> bool:
+        """A search that found no rate meeting its bound (its result is the lowest rate
+        tried, or the closed-loop run that estimated the service time)."""
+        return bool(self.search) and self.search_num("peak_qps") is None
+
+    @property
     def peak_probe(self) -> Mapping[str, Any] | None:
         """The probe at the peak rate (its percentile's value and interval), or None."""
         peak = self.search_num("peak_qps")
@@ -350,6 +356,12 @@ def _budgets(g: _Given, labels: dict[int, str], budgets: Budgets | None) -> list
 
     def check(label: str, obj: Any, f: str, limit: float, sweep: SweepResult | None,
               value: Any, rows: Sequence[Any]) -> None:
+        if is_load(obj) and _Load(obj).no_peak:
+            # a search that found no rate meeting its bound holds no run at the bound:
+            # nothing to judge a budget on (it reads "not measured", a failure)
+            out.append(_Budget(label, f, limit, None, f in FLOOR_FIELDS, _unit_of(f, rows),
+                               None, sweep, value))
+            return
         out.append(_Budget(label, f, limit, _read(obj, f), f in FLOOR_FIELDS,
                            _unit_of(f, rows), _interval_of(obj, f), sweep, value))
 
@@ -476,6 +488,8 @@ def _summary(g: _Given, base: BenchmarkStats | None, labels: dict[int, str],
     failed = [b for b in plain if not b.met]
     failed_sweeps = [(sw, f, bs) for sw, f, bs in groups if not any(b.met for b in bs)]
     failed_checks = [c for c in g.checks if not c.passed]
+    searches = [_Load(x) for x in g.loads if _Load(x).search]
+    no_peak = [ld for ld in searches if ld.no_peak]
     n_budgets = len(plain) + len(groups)
     problems: list[str] = []
     if failed or failed_sweeps:
@@ -490,7 +504,12 @@ def _summary(g: _Given, base: BenchmarkStats | None, labels: dict[int, str],
     if failed_checks:
         problems.append(f"outputs differ beyond tolerance for "
                         f"{', '.join(c.name for c in failed_checks)}")
-    stated = n_budgets + len(g.checks)
+    for ld in no_peak:
+        q = ld.search_num("percentile")
+        problems.append(f"no rate tried met {ld.name}'s latency bound (P"
+                        f"{exact(q) if q is not None else '99'} ≤ "
+                        f"{_ms(ld.search_num('latency_bound_ms'))} ms)")
+    stated = n_budgets + len(g.checks) + len(searches)
     if problems:
         sec.blocks.append(P([Cell("Does not meet the stated checks", "fail"), ": "
                              + "; ".join(problems) + "."], "headline fail"))
@@ -501,6 +520,9 @@ def _summary(g: _Given, base: BenchmarkStats | None, labels: dict[int, str],
         if g.checks:
             parts.append(f"{len(g.checks)} output check{'s' if len(g.checks) > 1 else ''} "
                          "passed")
+        for ld in searches:
+            parts.append(f"{ld.name}'s latency bound met up to "
+                         f"{number(ld.search_num('peak_qps') or 0.0)} requests/s")
         sec.blocks.append(P([Cell("Meets every stated check", "ok"), ": "
                              + ", ".join(parts) + "."], "headline ok"))
     else:
@@ -676,8 +698,9 @@ def _results_table(g: _Given, labels: dict[int, str]) -> Section:
         row = [Cell(_row_label(s, sw, labels)), Cell(s.device),
                Cell(f"{_ms(p50)} ({ci})" if ci else _ms(p50), "num")]
         if rerun:
-            row.append(Cell(_interval(s.rerun_low_ms, s.rerun_high_ms) or "not measured",
-                            "num"))
+            basis = s.rerun_basis or ""
+            none = f"none ({basis.split(':', 1)[0]})" if ":" in basis else "not measured"
+            row.append(Cell(_interval(s.rerun_low_ms, s.rerun_high_ms) or none, "num"))
         row += [Cell(_ms(s.p90_ms), "num"), Cell(_ms(s.p95_ms), "num"),
                 Cell(_ms(s.p99_ms), "num"),
                 Cell(f"{number(s.throughput)} {unit}", "num"),
@@ -907,7 +930,8 @@ def _loads(g: _Given, budgets: list[_Budget]) -> Section | None:
                      or "not given", "num"),
                 Cell(_ms(r.num("p999_ms")), "num"),
                 Cell(_pct(share) if share is not None else "not given", "num"),
-                Cell("yes" if r.get("overloaded") else "no",
+                Cell("yes" if r.get("overloaded") else
+                     "not judged" if r.get("overloaded") is None else "no",
                      "fail" if r.get("overloaded") else "")])
     sec.blocks.append(Table(head, rows, frozenset(range(1, 12))))
     return sec
@@ -978,15 +1002,15 @@ def _flag_words(flag: str) -> tuple[str, str]:
 #: machine" are warnings' causes: their words are the warnings' own (_flag_words).
 _LOAD_FLAG_WORDS = {
     "requests dropped": ("the queue was full (max_queue) when some requests arrived; they "
-                         "were turned away and are not in the latencies",
+                         "were turned away and are not in the latencies.",
                          "A lower rate, more workers, or a longer queue"),
     "requests unserved": ("requests still waiting when the run ended are not in the "
-                          "latencies, which then understate the tail",
+                          "latencies, which then understate the tail.",
                           "A lower rate, or more workers"),
     "few requests": ("fewer than 1,000 requests completed: the P99 rests on fewer than 10 "
-                     "requests above it", "A longer duration, or a higher rate"),
+                     "requests above it.", "A longer duration, or a higher rate"),
     "scheduler lag": ("the harness started requests late by a noticeable share of the P99 "
-                      "(lag_p99_ms): the machine could not keep the schedule",
+                      "(lag_p99_ms): the machine could not keep the schedule.",
                       "A quieter machine, or fewer workers"),
 }
 

@@ -64,8 +64,6 @@ def reference_workload():
     return len("".join([str(i * 7) for i in range(300)]))
 
 
-# A warning's figures, masked to tell warnings of one kind apart from another kind
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # The reference next to benchmark(func): REF_BLOCK calls before each of up to
 # REF_SEGMENTS segments of the timed rounds (REF_MIN_SEGMENT rounds each at least)
 REF_SEGMENTS = 8
@@ -120,6 +118,16 @@ def _pool_segments(parts):
 # drops it, as the C side forgets it then.
 _BUSY_CAUSE = "busy machine"
 _busy_note = []
+
+
+#: The cause lines a benchmark's note holds at most (a warning shows four, and a fifth
+#: naming the rest: warn.c).
+MAX_NOTE_LINES = 5
+
+
+def _cause_label(line):
+    """The cause a warning's line names ("  noisy: IQR ..." -> "noisy")."""
+    return line.strip().split(":", 1)[0]
 
 
 def _busy_line(message):
@@ -360,7 +368,6 @@ class BenchmarkFixture:
         self.skipped = False
         self.stats = None
         self.warnings = []
-        self._warning_keys = set()
         self.reference_s = None      # median of reference_workload around this benchmark
         self.native_clock = True     # the rounds were timed by the C loop
         # pytest-benchmark's names (read when the fixture runs; see the module doc)
@@ -476,6 +483,20 @@ class BenchmarkFixture:
 
     # -- internals -----------------------------------------------------------------------
 
+    def _keep_warning(self, msg):
+        """One note per benchmark, one line per cause: the segments and runs of one
+        benchmark say the same causes with their own figures (the first line of each
+        cause is kept); a cause not said yet joins the note, up to MAX_NOTE_LINES."""
+        lines = [line for line in msg.split("\n") if line.strip()]
+        if not self.warnings:
+            self.warnings.append("\n".join(lines[:1 + MAX_NOTE_LINES]))
+            return
+        said = {_cause_label(line) for line in self.warnings[0].split("\n")[1:]}
+        new = [line for line in lines[1:] if _cause_label(line) not in said]
+        room = 1 + MAX_NOTE_LINES - len(self.warnings[0].split("\n"))
+        if new and room > 0:
+            self.warnings[0] += "\n" + "\n".join(new[:room])
+
     def _claim(self, mode):
         if self._mode:
             self.has_error = True
@@ -514,14 +535,9 @@ class BenchmarkFixture:
             if issubclass(w.category, BenchmarkWarning):
                 if not keep_warnings or self._instructions:   # (counting: remarks on
                     continue                                    # valgrind's times)
-                # one note per kind: the segments of one benchmark(func) run say the same
-                # thing with their own figures (the first segment's is kept)
                 msg = str(w.message)
                 said_busy = said_busy or _busy_line(msg) is not None
-                key = _NUMBER.sub("#", msg)
-                if key not in self._warning_keys:
-                    self._warning_keys.add(key)
-                    self.warnings.append(msg)
+                self._keep_warning(msg)
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if not self._instructions:   # (counting: the load does not move a count)
@@ -843,7 +859,8 @@ class BenchmarkFixture:
             # the busy-machine warning one of the harness's own runs got (said once per
             # process): this is the first result measured on the busy machine
             if not any(_busy_line(w) is not None for w in self.warnings):
-                self.warnings.append(f"benchmark {self.name!r} (statistics.md#the-causes):\n  {_busy_note[0]}")
+                self._keep_warning(f"benchmark {self.name!r} (statistics.md#the-causes):\n"
+                                   f"  {_busy_note[0]}")
             _busy_note.clear()
         elif native.machine_busy is False:   # measured on a quiet machine: none is due
             _busy_note.clear()
@@ -889,11 +906,7 @@ class BenchmarkFixture:
             result = benchmark_load(func, *args, qps=qps, **kw)
         for w in caught:
             if issubclass(w.category, BenchmarkWarning):
-                msg = str(w.message)
-                key = _NUMBER.sub("#", msg)
-                if key not in self._warning_keys:
-                    self._warning_keys.add(key)
-                    self.warnings.append(msg)
+                self._keep_warning(str(w.message))
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         latencies = result.latencies_ms

@@ -119,7 +119,7 @@ def run_spread_of(medians):
 
 
 def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_runs=None,
-          machine_factor=None, seed=0, process_medians=None):
+          machine_factor=None, seed=0, process_medians=None, probed=True):
     """Compare ``candidate`` with ``baseline`` (``BenchmarkStats`` with raw samples).
 
     ``threshold``: allowed slowdown as a fraction (0.10 = 10%) or None (report only).
@@ -129,6 +129,8 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
     ``machine_factor``: how much slower the machine itself was for the candidate (the
     reference workload's median now / then); the candidate's samples are divided by it
     before the comparison, and the ratio reported is the corrected one.
+    ``probed``: whether the spread probes run this benchmark (a run under load is not
+    probed: only saved runs can measure its spread) -- the reason's remedy says which.
     Returns a ``Verdict``; never raises for data reasons (missing samples give
     ``verdict="no data"`` and never fail)."""
     from .._native import _stats_from_samples, compare_benchmarks
@@ -158,8 +160,10 @@ def judge(name, baseline, candidate, threshold=None, *, run_spread=None, spread_
         basis = "run-to-run spread given"
     else:
         spread = None      # compare_benchmarks' own assumption for single runs
+        how = (f"--benchmark-processes {MIN_PROCESSES} or more measures it" if probed else
+               f"a run under load is not probed: {MIN_SPREAD_RUNS} saved runs measure it")
         basis = (f"under {MIN_SPREAD_RUNS} saved runs and no process medians: no spread "
-                 f"measured yet (--benchmark-processes {MIN_PROCESSES} or more measures it)")
+                 f"measured yet ({how})")
     # margin and run_spread must lie in [0, 1): a threshold of 150% still fails only
     # beyond 2.5x (the ratio test below), with the widest margin it accepts
     kw = {"margin": min(threshold, 0.99)} if threshold is not None else {}
@@ -338,7 +342,8 @@ def _check_threshold(rule, saved_stats, current_stats):
 
 
 def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
-               spread_runs=None, machine_factor=None, seed=0, process_medians=None):
+               spread_runs=None, machine_factor=None, seed=0, process_medians=None,
+               probed=True):
     """The interval rule for the ratio of means.  Its interval is the wider, on each
     side, of (a) the median's interval (``judge``: drift, the run-to-run spread and the
     machine factor) moved onto the ratio of means and (b) the mean's own sampling interval
@@ -346,7 +351,8 @@ def judge_mean(name, baseline, candidate, threshold=None, *, run_spread=None,
     import numpy as np
 
     v = judge(name, baseline, candidate, threshold, run_spread=run_spread,
-              spread_runs=spread_runs, machine_factor=machine_factor, seed=seed, process_medians=process_medians)
+              spread_runs=spread_runs, machine_factor=machine_factor, seed=seed,
+              process_medians=process_medians, probed=probed)
     if v.verdict == "no data" or v.ratio is None or not v.ratio > 0:
         return v
     a = np.asarray(baseline.samples_ms, dtype=np.float64)

@@ -327,9 +327,11 @@ def add_options(parser):
              "around every timed call. Default: 'CPU'")
     add("--benchmark-run-spread", metavar="PCT", type=parse_spread, default=None,
         help="(spatialhub) Run-to-run spread of identical code for the gate, e.g. 3%%. "
-             f"Default: measured from the last {HISTORY_RUNS} saved runs when there are "
-             f"{MIN_SPREAD_RUNS} or more, else the {100 * ASSUMED_RUN_SPREAD:g}%% a single "
-             "run is assumed to move")
+             "Default: measured by the spread probes (--benchmark-processes), else from "
+             f"the last {HISTORY_RUNS} saved runs when there are {MIN_SPREAD_RUNS} or more, "
+             "else this machine's calibration (spatialhub-bench --calibrate); with none, "
+             f"the benchmark is not judged (the {100 * ASSUMED_RUN_SPREAD:g}%% a single run "
+             "is assumed to move explains, never decides)")
     add("--benchmark-reference", choices=("auto", "off"), default="auto",
         help="(spatialhub) auto: time a fixed reference workload beside each CPU "
              "benchmark and take the machine's own speed change out of comparisons; "

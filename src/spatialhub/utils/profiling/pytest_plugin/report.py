@@ -292,10 +292,10 @@ def process_medians(bench):
     return [float(x) for x in pm if x and x > 0] if pm else None
 
 
-def history_medians(doc, use_reference):
-    """``{fullname: median}`` of a saved run for the gate's history: the median in
-    seconds, divided by the run's own reference when ``use_reference`` (a benchmark
-    without one is left out).  Checks what it reads (``_readback.BadValue``)."""
+def history_medians(doc):
+    """``{fullname: (median, reference)}`` of a saved run for the gate's history, in
+    seconds; ``reference`` None when the run measured none for it (the reference off, or
+    a run under load, which has none).  Checks what it reads (``_readback.BadValue``)."""
     from .._readback import array, item, mapping, number, text
 
     mapping(doc, "the document")
@@ -309,14 +309,18 @@ def history_medians(doc, use_reference):
         extra = mapping(b.get("spatialhub"), f"{at}.spatialhub", null=True) or {}
         ref = number(extra.get("reference_s"), f"{at}.spatialhub.reference_s", null=True,
                      low=0)
-        if use_reference:
-            # corrected medians only: one raw median among them (a run saved with the
-            # reference off) would read as a huge spread
-            if not ref:
-                continue
-            med = med / ref
-        out[name] = float(med)
+        out[name] = (float(med), float(ref) if ref else None)
     return out
+
+
+def history_of(entries, use_reference):
+    """One benchmark's medians for the gate's spread, from its ``(median, reference)``
+    entries: divided by their references when ``use_reference`` -- the corrected ones
+    only, since one raw median among them would read as a huge spread -- unless none has
+    a reference (a run under load never does): then the raw medians, alike."""
+    if use_reference and any(ref for _, ref in entries):
+        return [med / ref for med, ref in entries if ref]
+    return [med for med, _ in entries]
 
 
 # ---- the .benchmarks/ store -----------------------------------------------------------

@@ -170,21 +170,21 @@ class BenchmarkSession:
         estimated from them (``gate.run_spread_of``).  A file that cannot be read, or a
         bad value in what is read from it, leaves that file out, said in a note
         (``history_skipped``): it is one of many, not the file the user named."""
-        hist = {}
+        entries = {}
         skipped = []
         for path in self.storage.runs()[-self.HISTORY_RUNS:]:
             try:
-                medians = report.history_medians(read_json(path), self.use_reference)
+                medians = report.history_medians(read_json(path))
             except BadFile as exc:
                 skipped.append(str(exc))
                 continue
             except BadValue as exc:
                 skipped.append(str(BadFile(path, str(exc))))
                 continue
-            for name, med in medians.items():
-                hist.setdefault(name, []).append(med)
+            for name, entry in medians.items():
+                entries.setdefault(name, []).append(entry)
         self.history_skipped = skipped
-        return hist
+        return {name: report.history_of(e, self.use_reference) for name, e in entries.items()}
 
     # -- machine and commit (through the hooks) ------------------------------------------
 
@@ -278,7 +278,8 @@ class BenchmarkSession:
                 factor = fx.reference_s / float(base_ref)
             ctx = dict(run_spread=spread, spread_runs=spread_runs, machine_factor=factor,
                        process_medians=(report.process_medians(base),
-                                        getattr(fx, "process_medians", None)))
+                                        getattr(fx, "process_medians", None)),
+                       probed=getattr(fx, "load_stats", None) is None)
             baseline = report.stats_from_json(base)
             saved_stats = dict(base.get("stats") or {})
             current = report.bench_to_json(fx, include_data=False)["stats"]
