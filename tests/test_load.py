@@ -485,6 +485,34 @@ def test_the_result_reads_as_a_result(run):
         LoadStats("f", "CPU", completed="3")
 
 
+@pytest.mark.parametrize("field, values, shown", [
+    ("latencies_ms", [1.0, float("nan"), 2.0], "latencies_ms[1] must be a finite number of ms, got nan"),
+    ("service_ms", [float("inf")], "service_ms[0] must be a finite number of ms, got inf"),
+    ("lag_ms", [0.1, float("-inf")], "lag_ms[1] must be a finite number of ms, got -inf"),
+])
+def test_a_saved_result_with_a_nan_latency_is_refused_naming_the_field(field, values, shown):
+    """A file edited by hand (json.loads reads NaN) must not load into a result whose
+    percentiles and intervals quietly come out NaN."""
+    d = dict(name="x", device="CPU", completed=len(values), **{field: values})
+    with pytest.raises(ValueError, match=re.escape(f"LoadStats.{shown}")):
+        LoadStats.from_dict(d)
+
+
+def test_a_ci_block_longer_than_the_latencies_is_refused_with_its_bound():
+    with pytest.raises(ValueError, match=r"ci_block must be at most the number of latencies "
+                                         r"\(3\), got 50"):
+        LoadStats.from_dict(dict(name="x", device="CPU", ci_block=50,
+                                 latencies_ms=[1.0, 2.0, 3.0]))
+    # saved without the arrays, the block length is only a record: it loads
+    assert LoadStats.from_dict(dict(name="x", device="CPU", ci_block=50)).ci_block == 50
+    s = LoadStats("x", "CPU", latencies_ms=[1.0, 2.0, 3.0, 4.0], ci_block=4)
+    assert s.percentile_ci(50)[0] == 2.5
+    s.ci_block = 9      # set afterwards: the interval refuses it rather than wrap one series
+    with pytest.raises(ValueError, match=r"percentile_ci\(\): ci_block must be at most the "
+                                         r"number of latencies \(4\), got 9"):
+        s.percentile_ci(50)
+
+
 # ---- find_peak_qps, the CLI, the fixture -------------------------------------------------------
 
 def test_find_peak_qps_says_its_plan_and_keeps_every_rate_tried(capsys):
