@@ -520,22 +520,178 @@ def test_find_peak_qps_says_its_plan_and_keeps_every_rate_tried(capsys):
         find_peak_qps(_native._noop, latency_bound_ms=0)
     with pytest.raises(ValueError, match="percentile must be in"):
         find_peak_qps(_native._noop, latency_bound_ms=5, percentile=100)
-    s = quiet(find_peak_qps, sleeper(0.001), latency_bound_ms=20.0, duration_s=0.2,
-              max_time_s=4.0, seed=1, num_warmup=1)
+    s = quiet(find_peak_qps, sleeper(0.001), latency_bound_ms=20.0, percentile=90,
+              duration_s=0.2, max_time_s=4.0, seed=1, num_warmup=1)
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("find_peak_qps 'BenchmarkTarget': p99 <= 20 ms; about ")
+    assert err[0].startswith("find_peak_qps 'BenchmarkTarget': p90 <= 20 ms; about ")
+    assert "each holds 100 requests or more, 10 above the p90" in err[0]
     assert "at most 4 s (max_time_s)" in err[0]
     search = s.search
-    assert search["latency_bound_ms"] == 20.0 and search["percentile"] == 99.0
+    assert search["latency_bound_ms"] == 20.0 and search["percentile"] == 90.0
+    assert search["min_requests"] == 100 and search["capped"] is False
     assert search["probes"] and search["elapsed_s"] <= 4.0 + 2.0
     verdicts = {p["verdict"] for p in search["probes"]}
-    assert verdicts <= {"meets", "misses", "inconclusive"}
+    assert verdicts <= {"meets", "misses", "inconclusive", "undecided"}
     if search["peak_qps"] is not None:
         assert s.offered_qps == search["peak_qps"]
         assert max(p["offered_qps"] for p in search["probes"] if p["verdict"] == "meets") == \
             search["peak_qps"]
     back = LoadStats.from_dict(json.loads(s.to_json()))
     assert back.search == s.search
+
+
+class FakeLoad:
+    """benchmark_load's stand-in for the search's logic (no timing): the latencies of a
+    rate are `latency(rate)` ms each, every request served; it refuses what the core
+    refuses (max_queue with 'closed', more than load.LOAD_MAX_REQUESTS requests).
+    `short` completed counts replace the first timed probes' (a probe that came out
+    short)."""
+
+    def __init__(self, latency=lambda rate: 1.0, short=()):
+        self.latency, self.short, self.calls = latency, list(short), []
+
+    def __call__(self, func, *args, qps=None, duration_s=10.0, arrival="poisson",
+                 max_queue=None, seed=None, **kw):
+        from spatialhub.utils.profiling import load
+
+        self.calls.append(dict(qps=qps, duration_s=duration_s, arrival=arrival,
+                               max_queue=max_queue, seed=seed))
+        if arrival == "closed":
+            if max_queue is not None:
+                raise ValueError("benchmark_load(): max_queue does not apply to "
+                                 "arrival='closed'")
+            n, value = 200, 0.001
+        else:
+            if qps * duration_s > load.LOAD_MAX_REQUESTS:
+                raise ValueError(f"benchmark_load(): qps * duration_s asks for "
+                                 f"{qps * duration_s:.0f} requests")
+            n, value = int(qps * duration_s), self.latency(qps)
+            if self.short:
+                n = self.short.pop(0)
+        return LoadStats(kw.get("name", "f"), "CPU", arrival=arrival, offered_qps=qps,
+                         duration_s=duration_s, requests=n, completed=n, overloaded=False,
+                         seed=0, latencies_ms=[value] * min(n, 3000),
+                         service_ms=[0.001] * min(n, 3000), service_p50_ms=0.001)
+
+
+@pytest.fixture
+def fake_load(monkeypatch):
+    from spatialhub.utils.profiling import load
+
+    def install(**kw):
+        fake = FakeLoad(**kw)
+        monkeypatch.setattr(load, "benchmark_load", fake)
+        return fake
+    return install
+
+
+def test_a_short_probe_is_never_judged_on_too_few_latencies_above_its_percentile(fake_load):
+    """Every probe holds enough requests for 10 latencies above the p99 (1,000), however
+    short duration_s: a p99 over 25 requests is their maximum, and its interval cannot
+    bound the percentile from above, so a 'meets' there would be a guess."""
+    fake = fake_load(latency=lambda rate: 1.0 if rate < 3000 else 50.0)
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=0.05, max_time_s=60,
+                      progress=False)
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert timed and all(c["qps"] * c["duration_s"] >= 1000 for c in timed), timed
+    for probe in s.search["probes"]:
+        assert probe["stats"]["completed"] >= 1000
+    assert 3000 / 1.05 <= s.search["peak_qps"] < 3000 and s.search["min_requests"] == 1000
+
+
+def test_a_probe_that_cannot_tell_is_run_again_longer_not_counted_as_a_miss(fake_load):
+    """A probe that came out with fewer than 1,000 completed requests (p99) says nothing of
+    the rate: it is 'undecided', and the same rate runs again twice as long."""
+    fake = fake_load(short=[400])
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      progress=False, tolerance=0.5)
+    probes = s.search["probes"]
+    assert probes[0]["verdict"] == "undecided" and probes[1]["verdict"] == "meets"
+    assert probes[0]["offered_qps"] == probes[1]["offered_qps"]
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert timed[1]["duration_s"] == 2 * timed[0]["duration_s"]
+    assert s.search["misses_at_qps"] != probes[0]["offered_qps"]    # not taken as a miss
+
+
+def test_the_search_stops_at_the_request_cap_and_says_the_peak_is_at_least_that(fake_load,
+                                                                               monkeypatch):
+    """A callable that meets the bound at any rate: the doubling stops at the most one run
+    may hold (LOAD_MAX_REQUESTS / duration_s; here a cap of 5,000 stands in for 10
+    million) instead of asking for more and failing mid-search."""
+    from spatialhub.utils.profiling import load
+
+    monkeypatch.setattr(load, "LOAD_MAX_REQUESTS", 5000, raising=False)
+    fake = fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      progress=False)
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert all(c["qps"] * c["duration_s"] <= 5000 for c in timed)
+    search = s.search
+    assert search["capped"] is True and search["rate_cap_qps"] == pytest.approx(5000)
+    assert search["peak_qps"] == search["rate_cap_qps"] and search["misses_at_qps"] is None
+    assert "the request cap" in search["stopped"] and "at least" in search["stopped"]
+
+
+def test_max_queue_goes_to_the_probes_only(fake_load):
+    fake = fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      max_queue=8, progress=False, tolerance=0.5)
+    closed = [c for c in fake.calls if c["arrival"] == "closed"]
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert [c["max_queue"] for c in closed] == [None]
+    assert timed and all(c["max_queue"] == 8 for c in timed)
+    assert s.search["max_queue"] == 8
+
+
+def test_a_probe_that_dropped_requests_misses_the_bound():
+    s = LoadStats("f", "CPU", offered_qps=100.0, requests=2000, completed=1990, dropped=10,
+                  overloaded=False, latencies_ms=[1.0] * 1990)
+    from spatialhub.utils.profiling.load import _judge
+    assert _judge(s, 99.0, 20.0)[0] == "misses"
+
+
+@pytest.mark.parametrize("kw, exc, text", [
+    (dict(percentile="99"), TypeError, "find_peak_qps(): percentile must be a real number, not str"),
+    (dict(latency_bound_ms="5"), TypeError, "latency_bound_ms must be a real number, not str"),
+    (dict(seed=-1), ValueError, "find_peak_qps(): seed must be >= 0, got -1"),
+    (dict(seed="1"), TypeError, "find_peak_qps(): seed must be"),
+    (dict(max_queue=-1), ValueError, "find_peak_qps(): max_queue must be >= 0, got -1"),
+    (dict(arrival="closed"), ValueError, "arrival must be 'poisson' or 'uniform'"),
+    (dict(qps=10), TypeError, "qps does not apply: the search chooses the rates"),
+    (dict(duration_s=2e6), ValueError, "duration_s must be at most 1,000,000 seconds"),
+    (dict(percentile=99.99999), ValueError, "at most 10,000,000 fit in one run"),
+])
+def test_find_peak_qps_refuses_a_bad_argument_before_func_runs(kw, exc, text):
+    calls = []
+    args = dict(latency_bound_ms=5.0, progress=False)
+    args.update(kw)
+    with pytest.raises(exc, match=re.escape(text)):
+        find_peak_qps(lambda: calls.append(1), **args)
+    assert calls == []
+
+
+def test_find_peak_qps_takes_numpy_numbers(fake_load):
+    fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=np.float32(20.0),
+                      percentile=np.float64(99.0), duration_s=np.float32(1.0),
+                      tolerance=np.float32(0.5), seed=np.int64(3), max_time_s=60,
+                      progress=False)
+    assert s.search["latency_bound_ms"] == 20.0 and s.search["peak_qps"] is not None
+
+
+@pytest.mark.parametrize("preset, kw, text", [
+    (prof.mlperf_single_stream, dict(workers=2),
+     "mlperf_single_stream(): workers does not apply: SingleStream is one query at a time"),
+    (prof.mlperf_single_stream, dict(arrival="poisson"),
+     "mlperf_single_stream(): arrival does not apply"),
+    (prof.mlperf_offline, dict(arrival="closed"), "mlperf_offline(): arrival does not apply"),
+    (prof.mlperf_offline, dict(qps=10), "mlperf_offline(): qps does not apply"),
+])
+def test_an_mlperf_preset_refuses_a_keyword_that_would_change_its_scenario(preset, kw, text):
+    calls = []
+    with pytest.raises(TypeError, match=re.escape(text)):
+        preset(lambda: calls.append(1), duration_s=0.05, **kw)
+    assert calls == []
 
 
 def test_the_command_line_runs_under_load(tmp_path, capsys):
