@@ -718,11 +718,71 @@ def test_the_command_line_finds_the_peak(tmp_path, capsys):
     target = tmp_path / "target.py"
     target.write_text("import time\ndef work():\n    time.sleep(0.001)\n")
     rc = cli.main(["--callable", f"{target}:work", "--find-peak", "--latency-bound", "20",
-                   "--duration", "0.2", "--max-time", "3", "--warmup", "1", "--seed", "1"])
+                   "--percentile", "90", "--duration", "0.2", "--max-time", "4", "--warmup",
+                   "1", "--seed", "1"])
     got = capsys.readouterr()
     assert rc == 0
     assert got.out.startswith("Peak: ") and "### Probes, in the order run" in got.out
-    assert "find_peak_qps 'work': p99 <= 20 ms" in got.err
+    assert "find_peak_qps 'work': p90 <= 20 ms" in got.err
+
+
+def test_the_command_line_hands_max_queue_to_the_peak_search(monkeypatch, capsys):
+    from spatialhub.utils.profiling import cli
+
+    seen = {}
+
+    def search(func, *args, **kw):
+        seen.update(kw)
+        s = LoadStats("demo", "CPU", offered_qps=10.0)
+        s.search = {"latency_bound_ms": 5.0, "percentile": 99.0, "peak_qps": None,
+                    "probes": [], "probe_duration_s": 10.0, "elapsed_s": 1.0,
+                    "stopped": "max_time_s reached"}
+        return s
+    monkeypatch.setattr(cli, "find_peak_qps", search)
+    assert cli.main(["--find-peak", "--latency-bound", "5", "--max-queue", "4"]) == 0
+    assert seen["max_queue"] == 4
+    out = capsys.readouterr().out
+    assert out.startswith("Peak: not searched: the search stopped before its first probe")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--qps", "1e9", "--duration", "100"],
+     "--qps 1000000000 for 100 s (--duration) asks for 100,000,000,000 requests; at most "
+     "10,000,000 fit in one run (lower --qps or --duration)"),
+    (["--qps", "2e6"], "asks for 20,000,000 requests"),
+    (["--qps", "10", "--duration", "2e6"],
+     "argument --duration: must be at most 1,000,000 seconds, got '2e6'"),
+    (["--qps", "10", "--duration", "1e-12"], "argument --duration: must be at least a nanosecond"),
+    (["--qps", "10", "--workers", "1000"], "argument --workers: must be <= 256, got 1000"),
+    (["--find-peak", "--latency-bound", "5", "--arrival", "closed"],
+     "--find-peak searches a rate: --arrival closed has none (use poisson or uniform)"),
+    (["--find-peak", "--latency-bound", "5", "--percentile", "99.99999"],
+     "--percentile 99.99999 needs 100,000,000 requests a probe"),
+    (["--find-peak", "--latency-bound", "5", "--qps", "3"], "--find-peak chooses the rates itself"),
+])
+def test_a_load_usage_error_is_status_2_in_the_command_lines_words(argv, said, capsys):
+    """Refused before anything runs, as argparse refuses: status 2, the options as typed,
+    never a Python name (qps * duration_s) or a traceback."""
+    from spatialhub.utils.profiling import cli
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+    assert "Traceback" not in err and "duration_s" not in err and "benchmark_load()" not in err
+
+
+def test_compare_refuses_a_load_result_saying_how_runs_under_load_are_set_side_by_side(
+        tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    saved = tmp_path / "load.json"
+    saved.write_text(LoadStats("demo", "CPU", offered_qps=40.0, completed=3,
+                               latencies_ms=[1.0, 2.0, 3.0]).to_json(samples=True))
+    assert cli.main(["--compare", str(saved), str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert f"{saved} holds a run under load (--qps / --find-peak)" in err
+    assert "--compare compares back-to-back timings, not runs under load" in err
+    assert "--report" in err and "Traceback" not in err
 
 
 def test_the_command_line_writes_a_readiness_report_of_a_run_under_load(tmp_path, capsys):
