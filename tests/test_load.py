@@ -828,6 +828,33 @@ def test_the_pytest_fixture_runs_under_load(tmp_path):
     assert saved["extra_info"]["load"]["arrival"] == "poisson"
 
 
+def test_the_fixture_hands_back_a_run_with_no_requests_and_warns(tmp_path):
+    """qps * duration_s under one arrival: no request was made.  The test gets the
+    LoadStats (every figure None) and the NoRequestsWarning, not a TypeError from inside
+    the fixture; the benchmark has no row, since nothing was timed."""
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent("""
+        import pytest
+        from spatialhub.utils.profiling import LoadStats, NoRequestsWarning
+
+        def test_empty(benchmark):
+            with pytest.warns(NoRequestsWarning, match="no requests"):
+                s = benchmark.load(lambda: None, qps=1e-10, duration_s=0.1, seed=1,
+                                   num_warmup=0)
+            assert isinstance(s, LoadStats) and benchmark.load_stats is s
+            assert s.requests == s.completed == 0 and s.p99_ms is None
+            assert benchmark.extra_info["load"]["completed"] == 0
+    """))
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:benchmark", "--benchmark-json", "out.json"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "TypeError" not in p.stdout + p.stderr
+    out = tmp_path / "out.json"      # nothing timed: no file, or one with no benchmark
+    assert not out.exists() or json.loads(out.read_text())["benchmarks"] == []
+
+
 def test_plot_load_draws_the_rates(run):
     pytest.importorskip("matplotlib")
     fig = prof.plot_load([run, run])
