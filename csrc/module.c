@@ -345,6 +345,8 @@ static PyMethodDef shp_methods[] = {
     {"_count", FASTKW(shp_count_py),
      "_count(value, param, owner=None, lowest=0, highest=None) -> int\n\nThe count rule "
      "of every argument."},
+    {"_real", FASTKW(shp_real_py),
+     "_real(value, param, owner=None) -> float\n\nThe real-number rule of every argument."},
     {"_pool", FASTKW(shp_pool_py),
      "_pool(parts, *, name=None, runs=False, fresh=False) -> BenchmarkStats\n\nOne result "
      "over the samples of several runs (runs=True) or segments of one run."},

@@ -23,6 +23,7 @@ typedef enum {
     SHP_CAUSE_NO_SYNC, SHP_CAUSE_NO_VRAM, SHP_CAUSE_NO_GPU_TIME,
     SHP_CAUSE_NO_COUNTERS,      /* counters= asked for what this machine cannot count */
     SHP_CAUSE_OVERLOADED,       /* benchmark_load: arrivals outpaced service */
+    SHP_CAUSE_NO_REQUESTS,      /* benchmark_load: no arrival fell in the window */
     SHP_N_CAUSES
 } shp_cause;
 

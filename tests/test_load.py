@@ -11,6 +11,7 @@ import json
 import math
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -77,6 +78,39 @@ def test_a_seed_fixes_the_schedule_and_poisson_gaps_have_the_rate(no_thread_left
     assert not np.array_equal(other.arrivals_ms[:50], a.arrivals_ms[:50])
     fresh = quiet(benchmark_load, _native._noop, qps=100, duration_s=0.1, **QUIET)
     assert isinstance(fresh.seed, int) and fresh.seed >= 0     # drawn, and kept to repeat
+
+
+def test_a_tiny_rate_draws_an_empty_schedule_and_says_so(tmp_path):
+    """A qps whose first gap lies beyond the window -- past ~292 years the nanoseconds no
+    longer fit an int64 -- draws no arrival (uniform: only the one at 0): the run returns
+    at once and a NoRequestsWarning says why.  In a child limited to 1 GiB: a schedule
+    that never ends fails there with MemoryError instead of taking the machine."""
+    script = tmp_path / "tiny.py"
+    script.write_text(textwrap.dedent("""
+        import json, resource, warnings
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        import spatialhub.utils.profiling as prof
+        out = []
+        for qps in (1e-10, 1e-300, 5e-324):
+            for arrival in ("uniform", "poisson"):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    s = prof.benchmark_load(lambda: None, qps=qps, duration_s=0.5,
+                                            arrival=arrival, seed=1, num_warmup=0)
+                said = [type(r.message).__name__ for r in w
+                        if issubclass(r.category, prof.NoRequestsWarning)]
+                out.append([arrival, s.requests, s.completed, s.p99_ms, said])
+        print(json.dumps(out))
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    for arrival, requests, completed, p99, said in json.loads(p.stdout):
+        if arrival == "uniform":     # one arrival at 0, the next ages away
+            assert (requests, completed, said) == (1, 1, []) and p99 is not None
+        else:
+            assert (requests, completed, p99, said) == (0, 0, None, ["NoRequestsWarning"])
 
 
 def test_uniform_arrivals_are_one_every_1_over_qps():
@@ -238,10 +272,14 @@ def test_kwargs_reach_func_and_num_iters_does_not_apply():
     (dict(qps=10, max_queue=-1), ValueError, "max_queue must be >= 0"),
     (dict(qps=10, num_warmup=-1), ValueError, "num_warmup must be >= 0"),
     (dict(qps=1e9, duration_s=100), ValueError, "asks for 100000000000 requests"),
+    # the count of a huge product is said as a number, never an overflowed int64
+    (dict(qps=1e300, duration_s=1e-9), ValueError, "asks for about 1e+291 requests; at most"),
+    (dict(qps=10**400), ValueError, "qps must be a positive number of requests per second, "
+                                    "got a number too large for a float"),
 ])
 def test_bad_input_is_refused_before_func_is_called(kw, exc, text):
     calls = []
-    with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")) as e:
+    with pytest.raises(exc, match=re.escape(text)) as e:
         benchmark_load(lambda: calls.append(1), **kw)
     assert calls == []
     assert str(e.value).startswith("benchmark_load(): ")
@@ -317,6 +355,78 @@ def test_ctrl_c_stops_the_run_and_keeps_what_was_measured(no_thread_left, sigint
     assert isinstance(e.value.__context__, KeyboardInterrupt)
 
 
+def _interrupted(fn, *args, **kwargs):
+    """The BenchmarkInterrupted fn raises; a plain KeyboardInterrupt (the result lost)
+    or a normal return fails the test, without ending pytest's session."""
+    try:
+        fn(*args, **kwargs)
+    except BenchmarkInterrupted as exc:
+        return exc
+    except KeyboardInterrupt as exc:
+        pytest.fail(f"a plain {type(exc).__name__} escaped: the result was lost")
+    pytest.fail("the Ctrl-C was not said")
+
+
+def test_a_ctrl_c_pending_when_the_run_ends_still_hands_over_the_result(no_thread_left,
+                                                                        sigint_raises):
+    """A Ctrl-C in the last request is pending when the workers are done: it is taken
+    before any Python code runs for the result, so the user gets all 10 requests in
+    .stats, not a KeyboardInterrupt from inside platform.py."""
+    calls = [0]
+
+    def f():
+        calls[0] += 1
+        if calls[0] == 10:           # the schedule's last request
+            __import__("_thread").interrupt_main()
+    e = _interrupted(quiet, benchmark_load, f, qps=100, duration_s=0.1, arrival="uniform",
+                     num_warmup=0)
+    assert e.stats.requests == e.stats.completed == 10
+
+
+def test_a_second_ctrl_c_while_a_call_finishes_keeps_the_result(no_thread_left):
+    """The first Ctrl-C is taken while request 1 is still in its call; a second one
+    while the run waits for that call is the same request: both handlers run within the
+    call, and the result (1 completed, the rest unserved) comes back."""
+    import signal
+    said = []
+    taken = threading.Event()
+
+    def handler(signum, frame):
+        said.append(signum)
+        taken.set()
+        raise KeyboardInterrupt
+    calls = [0]
+
+    def f():
+        calls[0] += 1
+        if calls[0] == 1:
+            __import__("_thread").interrupt_main()
+            taken.wait(30)                          # the run is stopped meanwhile
+            __import__("_thread").interrupt_main()  # a second Ctrl-C before the call ends
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        e = _interrupted(quiet, benchmark_load, f, qps=100, duration_s=5, arrival="uniform",
+                         num_warmup=0)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert len(said) == 2                  # both were taken by the call, none left over
+    s = e.stats
+    assert (s.requests, s.completed, s.unserved) == (500, 1, 499) and calls[0] == 1
+
+
+def test_a_ctrl_c_while_the_warning_is_said_still_hands_over_the_result(sigint_raises):
+    """The call's warning runs Python code (showwarning): a Ctrl-C there is the call's,
+    with the result as .stats."""
+    def interrupting(*args, **kwargs):
+        __import__("_thread").interrupt_main()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = interrupting
+        e = _interrupted(benchmark_load, _native._noop, qps=1e-10, duration_s=0.5, seed=1,
+                         num_warmup=0)
+    assert e.stats.requests == 0 and isinstance(e.stats, LoadStats)
+
+
 # ---- the result: JSON, pickle, table -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -375,6 +485,34 @@ def test_the_result_reads_as_a_result(run):
         LoadStats("f", "CPU", completed="3")
 
 
+@pytest.mark.parametrize("field, values, shown", [
+    ("latencies_ms", [1.0, float("nan"), 2.0], "latencies_ms[1] must be a finite number of ms, got nan"),
+    ("service_ms", [float("inf")], "service_ms[0] must be a finite number of ms, got inf"),
+    ("lag_ms", [0.1, float("-inf")], "lag_ms[1] must be a finite number of ms, got -inf"),
+])
+def test_a_saved_result_with_a_nan_latency_is_refused_naming_the_field(field, values, shown):
+    """A file edited by hand (json.loads reads NaN) must not load into a result whose
+    percentiles and intervals quietly come out NaN."""
+    d = dict(name="x", device="CPU", completed=len(values), **{field: values})
+    with pytest.raises(ValueError, match=re.escape(f"LoadStats.{shown}")):
+        LoadStats.from_dict(d)
+
+
+def test_a_ci_block_longer_than_the_latencies_is_refused_with_its_bound():
+    with pytest.raises(ValueError, match=r"ci_block must be at most the number of latencies "
+                                         r"\(3\), got 50"):
+        LoadStats.from_dict(dict(name="x", device="CPU", ci_block=50,
+                                 latencies_ms=[1.0, 2.0, 3.0]))
+    # saved without the arrays, the block length is only a record: it loads
+    assert LoadStats.from_dict(dict(name="x", device="CPU", ci_block=50)).ci_block == 50
+    s = LoadStats("x", "CPU", latencies_ms=[1.0, 2.0, 3.0, 4.0], ci_block=4)
+    assert s.percentile_ci(50)[0] == 2.5
+    s.ci_block = 9      # set afterwards: the interval refuses it rather than wrap one series
+    with pytest.raises(ValueError, match=r"percentile_ci\(\): ci_block must be at most the "
+                                         r"number of latencies \(4\), got 9"):
+        s.percentile_ci(50)
+
+
 # ---- find_peak_qps, the CLI, the fixture -------------------------------------------------------
 
 def test_find_peak_qps_says_its_plan_and_keeps_every_rate_tried(capsys):
@@ -382,22 +520,178 @@ def test_find_peak_qps_says_its_plan_and_keeps_every_rate_tried(capsys):
         find_peak_qps(_native._noop, latency_bound_ms=0)
     with pytest.raises(ValueError, match="percentile must be in"):
         find_peak_qps(_native._noop, latency_bound_ms=5, percentile=100)
-    s = quiet(find_peak_qps, sleeper(0.001), latency_bound_ms=20.0, duration_s=0.2,
-              max_time_s=4.0, seed=1, num_warmup=1)
+    s = quiet(find_peak_qps, sleeper(0.001), latency_bound_ms=20.0, percentile=90,
+              duration_s=0.2, max_time_s=4.0, seed=1, num_warmup=1)
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("find_peak_qps 'BenchmarkTarget': p99 <= 20 ms; about ")
+    assert err[0].startswith("find_peak_qps 'BenchmarkTarget': p90 <= 20 ms; about ")
+    assert "each holds 100 requests or more, 10 above the p90" in err[0]
     assert "at most 4 s (max_time_s)" in err[0]
     search = s.search
-    assert search["latency_bound_ms"] == 20.0 and search["percentile"] == 99.0
+    assert search["latency_bound_ms"] == 20.0 and search["percentile"] == 90.0
+    assert search["min_requests"] == 100 and search["capped"] is False
     assert search["probes"] and search["elapsed_s"] <= 4.0 + 2.0
     verdicts = {p["verdict"] for p in search["probes"]}
-    assert verdicts <= {"meets", "misses", "inconclusive"}
+    assert verdicts <= {"meets", "misses", "inconclusive", "undecided"}
     if search["peak_qps"] is not None:
         assert s.offered_qps == search["peak_qps"]
         assert max(p["offered_qps"] for p in search["probes"] if p["verdict"] == "meets") == \
             search["peak_qps"]
     back = LoadStats.from_dict(json.loads(s.to_json()))
     assert back.search == s.search
+
+
+class FakeLoad:
+    """benchmark_load's stand-in for the search's logic (no timing): the latencies of a
+    rate are `latency(rate)` ms each, every request served; it refuses what the core
+    refuses (max_queue with 'closed', more than load.LOAD_MAX_REQUESTS requests).
+    `short` completed counts replace the first timed probes' (a probe that came out
+    short)."""
+
+    def __init__(self, latency=lambda rate: 1.0, short=()):
+        self.latency, self.short, self.calls = latency, list(short), []
+
+    def __call__(self, func, *args, qps=None, duration_s=10.0, arrival="poisson",
+                 max_queue=None, seed=None, **kw):
+        from spatialhub.utils.profiling import load
+
+        self.calls.append(dict(qps=qps, duration_s=duration_s, arrival=arrival,
+                               max_queue=max_queue, seed=seed))
+        if arrival == "closed":
+            if max_queue is not None:
+                raise ValueError("benchmark_load(): max_queue does not apply to "
+                                 "arrival='closed'")
+            n, value = 200, 0.001
+        else:
+            if qps * duration_s > load.LOAD_MAX_REQUESTS:
+                raise ValueError(f"benchmark_load(): qps * duration_s asks for "
+                                 f"{qps * duration_s:.0f} requests")
+            n, value = int(qps * duration_s), self.latency(qps)
+            if self.short:
+                n = self.short.pop(0)
+        return LoadStats(kw.get("name", "f"), "CPU", arrival=arrival, offered_qps=qps,
+                         duration_s=duration_s, requests=n, completed=n, overloaded=False,
+                         seed=0, latencies_ms=[value] * min(n, 3000),
+                         service_ms=[0.001] * min(n, 3000), service_p50_ms=0.001)
+
+
+@pytest.fixture
+def fake_load(monkeypatch):
+    from spatialhub.utils.profiling import load
+
+    def install(**kw):
+        fake = FakeLoad(**kw)
+        monkeypatch.setattr(load, "benchmark_load", fake)
+        return fake
+    return install
+
+
+def test_a_short_probe_is_never_judged_on_too_few_latencies_above_its_percentile(fake_load):
+    """Every probe holds enough requests for 10 latencies above the p99 (1,000), however
+    short duration_s: a p99 over 25 requests is their maximum, and its interval cannot
+    bound the percentile from above, so a 'meets' there would be a guess."""
+    fake = fake_load(latency=lambda rate: 1.0 if rate < 3000 else 50.0)
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=0.05, max_time_s=60,
+                      progress=False)
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert timed and all(c["qps"] * c["duration_s"] >= 1000 for c in timed), timed
+    for probe in s.search["probes"]:
+        assert probe["stats"]["completed"] >= 1000
+    assert 3000 / 1.05 <= s.search["peak_qps"] < 3000 and s.search["min_requests"] == 1000
+
+
+def test_a_probe_that_cannot_tell_is_run_again_longer_not_counted_as_a_miss(fake_load):
+    """A probe that came out with fewer than 1,000 completed requests (p99) says nothing of
+    the rate: it is 'undecided', and the same rate runs again twice as long."""
+    fake = fake_load(short=[400])
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      progress=False, tolerance=0.5)
+    probes = s.search["probes"]
+    assert probes[0]["verdict"] == "undecided" and probes[1]["verdict"] == "meets"
+    assert probes[0]["offered_qps"] == probes[1]["offered_qps"]
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert timed[1]["duration_s"] == 2 * timed[0]["duration_s"]
+    assert s.search["misses_at_qps"] != probes[0]["offered_qps"]    # not taken as a miss
+
+
+def test_the_search_stops_at_the_request_cap_and_says_the_peak_is_at_least_that(fake_load,
+                                                                               monkeypatch):
+    """A callable that meets the bound at any rate: the doubling stops at the most one run
+    may hold (LOAD_MAX_REQUESTS / duration_s; here a cap of 5,000 stands in for 10
+    million) instead of asking for more and failing mid-search."""
+    from spatialhub.utils.profiling import load
+
+    monkeypatch.setattr(load, "LOAD_MAX_REQUESTS", 5000, raising=False)
+    fake = fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      progress=False)
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert all(c["qps"] * c["duration_s"] <= 5000 for c in timed)
+    search = s.search
+    assert search["capped"] is True and search["rate_cap_qps"] == pytest.approx(5000)
+    assert search["peak_qps"] == search["rate_cap_qps"] and search["misses_at_qps"] is None
+    assert "the request cap" in search["stopped"] and "at least" in search["stopped"]
+
+
+def test_max_queue_goes_to_the_probes_only(fake_load):
+    fake = fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                      max_queue=8, progress=False, tolerance=0.5)
+    closed = [c for c in fake.calls if c["arrival"] == "closed"]
+    timed = [c for c in fake.calls if c["arrival"] != "closed"]
+    assert [c["max_queue"] for c in closed] == [None]
+    assert timed and all(c["max_queue"] == 8 for c in timed)
+    assert s.search["max_queue"] == 8
+
+
+def test_a_probe_that_dropped_requests_misses_the_bound():
+    s = LoadStats("f", "CPU", offered_qps=100.0, requests=2000, completed=1990, dropped=10,
+                  overloaded=False, latencies_ms=[1.0] * 1990)
+    from spatialhub.utils.profiling.load import _judge
+    assert _judge(s, 99.0, 20.0)[0] == "misses"
+
+
+@pytest.mark.parametrize("kw, exc, text", [
+    (dict(percentile="99"), TypeError, "find_peak_qps(): percentile must be a real number, not str"),
+    (dict(latency_bound_ms="5"), TypeError, "latency_bound_ms must be a real number, not str"),
+    (dict(seed=-1), ValueError, "find_peak_qps(): seed must be >= 0, got -1"),
+    (dict(seed="1"), TypeError, "find_peak_qps(): seed must be"),
+    (dict(max_queue=-1), ValueError, "find_peak_qps(): max_queue must be >= 0, got -1"),
+    (dict(arrival="closed"), ValueError, "arrival must be 'poisson' or 'uniform'"),
+    (dict(qps=10), TypeError, "qps does not apply: the search chooses the rates"),
+    (dict(duration_s=2e6), ValueError, "duration_s must be at most 1,000,000 seconds"),
+    (dict(percentile=99.99999), ValueError, "at most 10,000,000 fit in one run"),
+])
+def test_find_peak_qps_refuses_a_bad_argument_before_func_runs(kw, exc, text):
+    calls = []
+    args = dict(latency_bound_ms=5.0, progress=False)
+    args.update(kw)
+    with pytest.raises(exc, match=re.escape(text)):
+        find_peak_qps(lambda: calls.append(1), **args)
+    assert calls == []
+
+
+def test_find_peak_qps_takes_numpy_numbers(fake_load):
+    fake_load()
+    s = find_peak_qps(_native._noop, latency_bound_ms=np.float32(20.0),
+                      percentile=np.float64(99.0), duration_s=np.float32(1.0),
+                      tolerance=np.float32(0.5), seed=np.int64(3), max_time_s=60,
+                      progress=False)
+    assert s.search["latency_bound_ms"] == 20.0 and s.search["peak_qps"] is not None
+
+
+@pytest.mark.parametrize("preset, kw, text", [
+    (prof.mlperf_single_stream, dict(workers=2),
+     "mlperf_single_stream(): workers does not apply: SingleStream is one query at a time"),
+    (prof.mlperf_single_stream, dict(arrival="poisson"),
+     "mlperf_single_stream(): arrival does not apply"),
+    (prof.mlperf_offline, dict(arrival="closed"), "mlperf_offline(): arrival does not apply"),
+    (prof.mlperf_offline, dict(qps=10), "mlperf_offline(): qps does not apply"),
+])
+def test_an_mlperf_preset_refuses_a_keyword_that_would_change_its_scenario(preset, kw, text):
+    calls = []
+    with pytest.raises(TypeError, match=re.escape(text)):
+        preset(lambda: calls.append(1), duration_s=0.05, **kw)
+    assert calls == []
 
 
 def test_the_command_line_runs_under_load(tmp_path, capsys):
@@ -424,11 +718,71 @@ def test_the_command_line_finds_the_peak(tmp_path, capsys):
     target = tmp_path / "target.py"
     target.write_text("import time\ndef work():\n    time.sleep(0.001)\n")
     rc = cli.main(["--callable", f"{target}:work", "--find-peak", "--latency-bound", "20",
-                   "--duration", "0.2", "--max-time", "3", "--warmup", "1", "--seed", "1"])
+                   "--percentile", "90", "--duration", "0.2", "--max-time", "4", "--warmup",
+                   "1", "--seed", "1"])
     got = capsys.readouterr()
     assert rc == 0
     assert got.out.startswith("Peak: ") and "### Probes, in the order run" in got.out
-    assert "find_peak_qps 'work': p99 <= 20 ms" in got.err
+    assert "find_peak_qps 'work': p90 <= 20 ms" in got.err
+
+
+def test_the_command_line_hands_max_queue_to_the_peak_search(monkeypatch, capsys):
+    from spatialhub.utils.profiling import cli
+
+    seen = {}
+
+    def search(func, *args, **kw):
+        seen.update(kw)
+        s = LoadStats("demo", "CPU", offered_qps=10.0)
+        s.search = {"latency_bound_ms": 5.0, "percentile": 99.0, "peak_qps": None,
+                    "probes": [], "probe_duration_s": 10.0, "elapsed_s": 1.0,
+                    "stopped": "max_time_s reached"}
+        return s
+    monkeypatch.setattr(cli, "find_peak_qps", search)
+    assert cli.main(["--find-peak", "--latency-bound", "5", "--max-queue", "4"]) == 0
+    assert seen["max_queue"] == 4
+    out = capsys.readouterr().out
+    assert out.startswith("Peak: not searched: the search stopped before its first probe")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--qps", "1e9", "--duration", "100"],
+     "--qps 1000000000 for 100 s (--duration) asks for 100,000,000,000 requests; at most "
+     "10,000,000 fit in one run (lower --qps or --duration)"),
+    (["--qps", "2e6"], "asks for 20,000,000 requests"),
+    (["--qps", "10", "--duration", "2e6"],
+     "argument --duration: must be at most 1,000,000 seconds, got '2e6'"),
+    (["--qps", "10", "--duration", "1e-12"], "argument --duration: must be at least a nanosecond"),
+    (["--qps", "10", "--workers", "1000"], "argument --workers: must be <= 256, got 1000"),
+    (["--find-peak", "--latency-bound", "5", "--arrival", "closed"],
+     "--find-peak searches a rate: --arrival closed has none (use poisson or uniform)"),
+    (["--find-peak", "--latency-bound", "5", "--percentile", "99.99999"],
+     "--percentile 99.99999 needs 100,000,000 requests a probe"),
+    (["--find-peak", "--latency-bound", "5", "--qps", "3"], "--find-peak chooses the rates itself"),
+])
+def test_a_load_usage_error_is_status_2_in_the_command_lines_words(argv, said, capsys):
+    """Refused before anything runs, as argparse refuses: status 2, the options as typed,
+    never a Python name (qps * duration_s) or a traceback."""
+    from spatialhub.utils.profiling import cli
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+    assert "Traceback" not in err and "duration_s" not in err and "benchmark_load()" not in err
+
+
+def test_compare_refuses_a_load_result_saying_how_runs_under_load_are_set_side_by_side(
+        tmp_path, capsys):
+    from spatialhub.utils.profiling import cli
+
+    saved = tmp_path / "load.json"
+    saved.write_text(LoadStats("demo", "CPU", offered_qps=40.0, completed=3,
+                               latencies_ms=[1.0, 2.0, 3.0]).to_json(samples=True))
+    assert cli.main(["--compare", str(saved), str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert f"{saved} holds a run under load (--qps / --find-peak)" in err
+    assert "--compare compares back-to-back timings, not runs under load" in err
+    assert "--report" in err and "Traceback" not in err
 
 
 def test_the_command_line_writes_a_readiness_report_of_a_run_under_load(tmp_path, capsys):
@@ -472,6 +826,33 @@ def test_the_pytest_fixture_runs_under_load(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     saved = json.loads((tmp_path / "out.json").read_text())["benchmarks"][0]
     assert saved["extra_info"]["load"]["arrival"] == "poisson"
+
+
+def test_the_fixture_hands_back_a_run_with_no_requests_and_warns(tmp_path):
+    """qps * duration_s under one arrival: no request was made.  The test gets the
+    LoadStats (every figure None) and the NoRequestsWarning, not a TypeError from inside
+    the fixture; the benchmark has no row, since nothing was timed."""
+    (tmp_path / "test_subject.py").write_text(textwrap.dedent("""
+        import pytest
+        from spatialhub.utils.profiling import LoadStats, NoRequestsWarning
+
+        def test_empty(benchmark):
+            with pytest.warns(NoRequestsWarning, match="no requests"):
+                s = benchmark.load(lambda: None, qps=1e-10, duration_s=0.1, seed=1,
+                                   num_warmup=0)
+            assert isinstance(s, LoadStats) and benchmark.load_stats is s
+            assert s.requests == s.completed == 0 and s.p99_ms is None
+            assert benchmark.extra_info["load"]["completed"] == 0
+    """))
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:benchmark", "--benchmark-json", "out.json"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "TypeError" not in p.stdout + p.stderr
+    out = tmp_path / "out.json"      # nothing timed: no file, or one with no benchmark
+    assert not out.exists() or json.loads(out.read_text())["benchmarks"] == []
 
 
 def test_plot_load_draws_the_rates(run):

@@ -186,7 +186,7 @@ def test_keyboard_interrupt_subclass_and_from_sync_fn():
         bc(_native._noop, num_warmup=0, num_iters=9, sync_fn=raiser(2 * 3 + 1, ki))
     # sync calls: (before, after) per timed iteration; the 7th is "before timed 4"
     assert info.value.__context__ is ki and info.value.stats.timed_iters == 3
-    assert_notes(ki, lambda n: "sync_fn in before timed iteration 4 of 9" in n[0])
+    assert_notes(ki, lambda n: "sync_fn before timed iteration 4 of 9" in n[0])
 
 
 @pytest.fixture
@@ -271,7 +271,7 @@ def test_sync_fn_exception_names_its_phase(at, phase, k):
         bc(_native._noop, name="s", num_warmup=2, num_iters=4, sync_fn=raiser(at, exc))
     assert info.value is exc
     of = 2 if "warm-up" in phase else 4
-    assert_notes(exc, [f"benchmark 's': raised by sync_fn in {phase} iteration {k} of {of}"])
+    assert_notes(exc, [f"benchmark 's': raised by sync_fn {phase} iteration {k} of {of}"])
 
 
 class CUresult(enum.IntEnum):
@@ -314,7 +314,7 @@ def test_sync_fn_return_values(ret, outcome):
         with pytest.raises(RuntimeError, match=r"sync_fn returned .*error code") as info:
             bc(_native._noop, num_warmup=1, num_iters=3, sync_fn=sync)
         assert calls["n"] == 1   # the sync after the first warm-up call
-        assert_notes(info.value, lambda n: "raised by sync_fn in after warm-up iteration 1 of 1" in n[0])
+        assert_notes(info.value, lambda n: "raised by sync_fn after warm-up iteration 1 of 1" in n[0])
 
 
 # Regression (fixed in e56d525): an int beyond a C long raised OverflowError.

@@ -384,6 +384,27 @@ def test_load_section_of_a_peak_search(html, scene):
     assert "net-served (peak)" in text and text.count("(peak)") == 1
 
 
+def test_a_search_capped_at_the_request_limit_reads_at_least_and_quotes_the_probe_that_met_it():
+    """find_peak_qps runs an undecided probe again at the same rate: the peak's interval is
+    the one that met the bound, not the short probe's; a search the request cap stopped
+    says the peak is at least that rate."""
+    from _report_scene import _load, _search
+
+    short = _load(300, 30.0, completed=400, requests=400)      # undecided: too few above p99
+    met = _load(300, 7.0)
+    search = _search([_load(150, 5.0), short, met], 10.0, 300.0)
+    search["probes"][1]["verdict"] = "undecided"
+    search["capped"] = True
+    peak = _load(300, 7.0, search=search)
+    md = render_report([peak], format="markdown")
+    assert (f"300 requests/s (net-served; P99 {number(met.p99_ms)} ms, 95% interval "
+            f"{number(met.p99_ci_low_ms)} to {number(met.p99_ci_high_ms)} ms, within the "
+            f"bound): the most a probe may ask for (LOAD_MAX_REQUESTS), so the peak is at "
+            f"least that.") in md, md
+    assert md.count("(peak)") == 1
+    assert "met up to 300 requests/s (the most a probe may ask for)" in md
+
+
 def test_a_load_runs_own_flags_are_explained_and_a_searchs_probes_flag_nothing(html, scene):
     flags = Page(html).sections["flags"]
     assert set(scene["jammed"].flags) == {"overloaded", "requests unserved", "few requests"}

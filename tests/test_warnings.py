@@ -27,6 +27,7 @@ LABELS = {   # a cause as results (stats.flags) and warnings (.causes) name it -
     "shared GPU": "SharedGPUWarning", "no device sync": "NoDeviceSyncWarning",
     "VRAM not tracked": "VRAMNotTrackedWarning", "GPU time not measured": "GPUTimeWarning",
     "counters not available": "CountersWarning", "overloaded": "OverloadedWarning",
+    "no requests": "NoRequestsWarning",
 }
 CAUSES = list(LABELS.values())
 
@@ -116,7 +117,8 @@ def test_each_cause_is_one_short_line_in_the_callers_words():
                 assert "\n" not in text and len(text) <= 110, (words, cls, len(text), text)
                 assert "{" not in text and "?" not in text and "nan" not in text, text
                 assert not re.search(r"\de[+-]\d", text), (words, cls, text)
-                if cls == "OverloadedWarning" and words in (_words.MODELS, _words.COMPARE):
+                if cls in ("OverloadedWarning", "NoRequestsWarning") and \
+                        words in (_words.MODELS, _words.COMPARE):
                     continue    # said by benchmark_load only: direct, CLI and pytest words
                 for named in re.findall(r"(?:raise|set) ((?:--)?[a-z_-]+)", text):
                     assert named in known, (words, cls, named)

@@ -37,6 +37,7 @@ static const char *const labels[SHP_N_CAUSES] = {
     [SHP_CAUSE_NO_GPU_TIME] = "GPU time not measured",
     [SHP_CAUSE_NO_COUNTERS] = "counters not available",
     [SHP_CAUSE_OVERLOADED] = "overloaded",
+    [SHP_CAUSE_NO_REQUESTS] = "no requests",
 };
 #define N_FLAGS (SHP_CAUSE_PAGE_FAULTS + 1)
 

@@ -23,8 +23,11 @@
  * monitor and, every SHP_LOAD_POLL_NS, takes the GIL to run the signal
  * handlers -- at a moment no worker is in a call, when one comes within
  * SHP_LOAD_QUIET_NS, so that the check does not stall a call that holds the
- * GIL.  A Ctrl-C stops the run: the workers finish the call they are
- * in and are joined, and BenchmarkInterrupted carries what was measured.  An
+ * GIL (no call starts while the handlers run).  A Ctrl-C stops the run: the
+ * workers finish the call they are in and are joined, and
+ * BenchmarkInterrupted carries what was measured, whenever in the call the
+ * Ctrl-C came (the handlers run again after the join and after the result
+ * is made, before Python code could raise it and lose the result).  An
  * exception in a worker stops the run the same way and then propagates,
  * unchanged but for a note naming the request (and .stats when it has no
  * attribute of that name).  No thread outlives the call.
@@ -83,9 +86,11 @@ typedef struct {
     Py_ssize_t taken, dropped;        /* claimed to be served; refused by max_queue */
     Py_ssize_t h, taken_before_h;     /* max_queue: requests before h left the queue */
     int go, stop, oom;
+    int cut;                          /* stopped before its end (set once joined) */
     Py_ssize_t ready, live, start_failed;
     Py_ssize_t calling;               /* workers between taking a request and its end */
     int want_quiet;                   /* the calling thread waits for calling == 0 */
+    int hold;                         /* no call starts: the signal handlers are due */
     /* the first exception of a worker (GIL), and where it came from */
     PyObject *err_type, *err_value, *err_tb;
     Py_ssize_t err_request;
@@ -116,8 +121,15 @@ positive_real(PyObject *v, const char *param, const char *what, double *out)
     if (!shp_arg_is_real(v))
         return shp_arg_type_error(FN, param, "a real number", v);
     double d = PyFloat_AsDouble(v);
-    if (d == -1.0 && PyErr_Occurred())
+    if (d == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        /* an int beyond a float: its hundreds of digits would say nothing more */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, FN ": %s must be %s, got a number too large for a "
+                     "float", param, what);
         return -1;
+    }
     if (!(d > 0.0) || !isfinite(d))
         return shp_arg_value_error(FN, param, what, v);
     *out = d;
@@ -191,11 +203,23 @@ parse_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, load_opts
     o->window_ns = (int64_t)llround(o->duration_s * 1e9);
     if (o->window_ns < 1)
         return shp_arg_value_error(FN, "duration_s", "at least a nanosecond", v[OPT_DURATION]);
-    if (timed && o->qps * o->duration_s > (double)SHP_LOAD_MAX_REQUESTS) {
-        /* (PyErr_Format has no %f) */
-        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %lld requests; at most "
-                     "%zd fit in one run (lower qps or duration_s)",
-                     (long long)(o->qps * o->duration_s), (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
+    double asked = o->qps * o->duration_s;
+    if (timed && asked > (double)SHP_LOAD_MAX_REQUESTS) {
+        /* (PyErr_Format has no %f or %g; a count beyond 1e15 reads "about 1e+291") */
+        char count[64];
+        if (asked < 1e15) {
+            PyOS_snprintf(count, sizeof count, "%lld", (long long)asked);
+        }
+        else {
+            char *g = PyOS_double_to_string(asked, 'g', 3, 0, NULL);
+            if (g == NULL)
+                return -1;
+            PyOS_snprintf(count, sizeof count, "about %s", g);
+            PyMem_Free(g);
+        }
+        PyErr_Format(PyExc_ValueError, FN ": qps * duration_s asks for %s requests; at most "
+                     "%zd fit in one run (lower qps or duration_s)", count,
+                     (Py_ssize_t)SHP_LOAD_MAX_REQUESTS);
         return -1;
     }
     o->workers = 1;
@@ -430,9 +454,12 @@ worker_main(void *arg)
         if (i < 0)
             break;
         int64_t due = r->t0 + q->arrival;
-        /* wait for the arrival: the lock is released while waiting */
+        /* wait for the arrival, then while the calling thread runs the signal
+         * handlers: the lock is released while waiting */
         while (!r->stop && shp_now_ns() < due - SHP_LOAD_SPIN_NS)
             shp_monitor_wait_until(r->m, due - SHP_LOAD_SPIN_NS);
+        while (!r->stop && r->hold)
+            shp_monitor_wait_until(r->m, INT64_MAX);
         if (r->stop)
             break;   /* claimed, never started: unserved */
         r->calling++;
@@ -451,7 +478,12 @@ worker_main(void *arg)
         r->calling--;
         if (rc < 0)
             r->stop = 1;
-        if (rc < 0 || (r->want_quiet && r->calling == 0))
+        /* the last call in flight ended while the calling thread waits for that: the
+         * moment is kept for it (a worker with a backlog would otherwise claim the next
+         * request before the lock is ever free, and no quiet moment would be seen) */
+        if (r->want_quiet && r->calling == 0)
+            r->hold = 1;
+        if (rc < 0 || r->hold)
             shp_monitor_notify_all(r->m);
     }
     shp_monitor_unlock(r->m);
@@ -466,10 +498,54 @@ worker_main(void *arg)
 
 /* ---- the run --------------------------------------------------------------- */
 
+/* Take the exception now set (a signal handler's) as what interrupted the
+ * call: the first one is kept in *t, *v, *tb with *interrupted set; a later
+ * KeyboardInterrupt (a second Ctrl-C while the workers finish their calls,
+ * or while the result is made) is the same request and is dropped; a later
+ * exception of another kind replaces the kept one, which becomes its
+ * context.  No exception is set on return. */
+static void
+keep_interrupt(int *interrupted, PyObject **t, PyObject **v, PyObject **tb)
+{
+    if (!*interrupted) {
+        *interrupted = 1;
+        PyErr_Fetch(t, v, tb);
+        return;
+    }
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *t2, *v2, *tb2;
+    PyErr_Fetch(&t2, &v2, &tb2);
+    PyErr_NormalizeException(&t2, &v2, &tb2);
+    PyErr_NormalizeException(t, v, tb);
+    if (v2 != NULL && *v != NULL)
+        PyException_SetContext(v2, Py_NewRef(*v));
+    Py_XDECREF(*t);
+    Py_XDECREF(*v);
+    Py_XDECREF(*tb);
+    *t = t2;
+    *v = v2;
+    *tb = tb2;
+}
+
+/* Run the signal handlers (the GIL held, on the calling thread); what one
+ * raises stops the run and is kept by keep_interrupt. */
+static void
+run_handlers(load_run *r, int *interrupted, PyObject **t, PyObject **v, PyObject **tb)
+{
+    if (PyErr_CheckSignals() == 0)
+        return;
+    keep_interrupt(interrupted, t, v, tb);
+    stop_run(r);   /* no worker waits for the GIL while holding the lock */
+}
+
 /* Start the workers, open the schedule, wait (signals checked every
- * SHP_LOAD_POLL_NS with the GIL), join.  Returns 0 with the run done, or -1
- * with an exception: a worker that did not start, or what a signal handler
- * raised (the run stopped there, and *interrupted is set). */
+ * SHP_LOAD_POLL_NS with the GIL, and once more after the join: a signal
+ * pending at the end is this run's, not the result's), join.  Returns 0 with
+ * the run done, or -1 with an exception: a worker that did not start, or what
+ * a signal handler raised (the run stopped there, and *interrupted is set). */
 static int
 drive(load_run *r, worker *ws, Py_ssize_t nworkers, int *interrupted)
 {
@@ -506,30 +582,39 @@ drive(load_run *r, worker *ws, Py_ssize_t nworkers, int *interrupted)
         while (r->live > 0 && shp_now_ns() < until)
             shp_monitor_wait_until(r->m, until);
         /* the GIL is taken when no worker is in a call, if one comes soon: taking it
-         * from a call that holds it would stall that call for a switch interval */
+         * from a call that holds it would stall that call for a switch interval.
+         * Past SHP_LOAD_QUIET_NS it is taken anyway, so that a pending Ctrl-C
+         * waits at most a poll, the quiet wait and a switch interval (or the end
+         * of a C call that holds the GIL). */
         r->want_quiet = 1;
         until = shp_now_ns() + SHP_LOAD_QUIET_NS;
-        while (r->live > 0 && r->calling > 0 && shp_now_ns() < until)
+        while (r->live > 0 && r->calling > 0 && !r->hold && shp_now_ns() < until)
             shp_monitor_wait_until(r->m, until);
         r->want_quiet = 0;
+        /* no new call starts while the handlers run */
+        r->hold = r->live > 0;
         done = r->live == 0;
         shp_monitor_unlock(r->m);
         Py_END_ALLOW_THREADS
         if (done)
             break;
         /* Ctrl-C: its handler runs here, on the calling thread.  The run
-         * stops; the workers finish the call they are in.  (A second signal
-         * while they do is left to the next check after this call.) */
-        if (!*interrupted && PyErr_CheckSignals() < 0) {
-            *interrupted = 1;
-            PyErr_Fetch(&t, &v, &tb);
-            stop_run(r);   /* no worker waits for the GIL while holding the lock */
-        }
+         * stops; the workers finish the call they are in, and the checks go
+         * on until they have (a second Ctrl-C meanwhile changes nothing). */
+        run_handlers(r, interrupted, &t, &v, &tb);
+        shp_monitor_lock(r->m);   /* no worker waits for the GIL while holding the lock */
+        r->hold = 0;
+        shp_monitor_notify_all(r->m);
+        shp_monitor_unlock(r->m);
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < started; k++)
         shp_thread_join(ws[k].thread);
     Py_END_ALLOW_THREADS
+    r->cut = r->stop;
+    /* a signal that came since the last check: before any Python code runs for
+     * the result, or its handler would raise there and the result be lost */
+    run_handlers(r, interrupted, &t, &v, &tb);
     if (*interrupted) {
         PyErr_Restore(t, v, tb);
         return -1;
@@ -740,17 +825,28 @@ shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                      r.next);
         goto done;
     }
-    /* what was measured, whatever stopped the run */
-    PyObject *et, *ev, *etb;
-    PyErr_Fetch(&et, &ev, &etb);
-    s = make_result(st, &o, &r, name, !interrupted && r.err_type == NULL);
+    /* what was measured, whatever stopped the run.  A Ctrl-C while it is made
+     * (seconds on millions of requests) interrupts the call as one during the
+     * run would: one in its Python calls makes it again, one in its C part is
+     * taken after it, before any more Python code runs. */
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+    if (interrupted)
+        PyErr_Fetch(&et, &ev, &etb);
+    s = make_result(st, &o, &r, name, !r.cut);
+    if (s == NULL && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        keep_interrupt(&interrupted, &et, &ev, &etb);
+        s = make_result(st, &o, &r, name, !r.cut);
+    }
+    if (s != NULL && PyErr_CheckSignals() < 0)
+        keep_interrupt(&interrupted, &et, &ev, &etb);
     if (s == NULL) {
         Py_XDECREF(et);
         Py_XDECREF(ev);
         Py_XDECREF(etb);
         goto done;
     }
-    PyErr_Restore(et, ev, etb);
+    if (interrupted)
+        PyErr_Restore(et, ev, etb);
     if (interrupted) {
         if (r.err_value != NULL) {
             /* a worker failed too: its exception is the interrupt's context */
@@ -761,7 +857,7 @@ shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                 PyException_SetContext(v, Py_NewRef(r.err_value));
             PyErr_Restore(t, v, tb);
         }
-        if (s->completed > 0 && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
             shp_raise_interrupted(st, (PyObject *)s, "benchmark_load interrupted; .stats holds "
                                                      "the requests completed so far");
         goto done;
@@ -782,8 +878,21 @@ shp_benchmark_load(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             shp_diag_number(&diag, "achieved_qps", s->achieved_qps) < 0)
             goto done;
     }
-    if (shp_diag_emit(st, &diag, name, (PyObject *)s) < 0)
+    if (timed && s->requests == 0) {
+        /* nothing to measure: every figure is None, and the reason is the arguments */
+        shp_diag_cause(&diag, SHP_CAUSE_NO_REQUESTS);
+        if (shp_diag_number(&diag, "offered_qps", s->offered_qps) < 0 ||
+            shp_diag_number(&diag, "duration_s", s->duration_s) < 0)
+            goto done;
+    }
+    /* the warning may run Python code (a filter, showwarning): a Ctrl-C there, or
+     * pending after it, still hands the result over */
+    if (shp_diag_emit(st, &diag, name, (PyObject *)s) < 0 || PyErr_CheckSignals() < 0) {
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+            shp_raise_interrupted(st, (PyObject *)s, "benchmark_load interrupted; .stats holds "
+                                                     "the requests completed");
         goto done;
+    }
     result = (PyObject *)s;
     s = NULL;
 done:

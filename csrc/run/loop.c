@@ -174,7 +174,8 @@ read_event(shp_sync *s, double *out_ns)
 typedef enum { PHASE_WARMUP, PHASE_TIMED } phase;
 static const char *const phase_names[] = {"warm-up", "timed"};
 static const char *const func_note = "benchmark %R: raised by func in %s iteration %zd of %zd";
-static const char *const sync_note = "benchmark %R: raised by sync_fn in %s iteration %zd of %zd";
+/* the sync comes before or after a call: its phase says which ("after warm-up") */
+static const char *const sync_note = "benchmark %R: raised by sync_fn %s iteration %zd of %zd";
 
 /* ---- the loops ---------------------------------------------------------------- */
 

@@ -321,7 +321,7 @@ void shp_raise_interrupted(shp_state *st, PyObject *s, const char *message);
 #define SHP_LOAD_MAX_WORKERS 256
 #define SHP_LOAD_SPIN_NS 200000LL            /* a worker spins the last 0.2 ms to an arrival */
 #define SHP_LOAD_POLL_NS 100000000LL         /* signals are checked every 0.1 s, */
-#define SHP_LOAD_QUIET_NS 500000000LL        /* when no worker is in a call within 0.5 s */
+#define SHP_LOAD_QUIET_NS 100000000LL        /* when no worker is in a call within 0.1 s */
 #define SHP_LOAD_LEAD_NS 1000000LL           /* the schedule opens 1 ms after the gate */
 
 /* benchmark_load(func, *args, qps, <options>, **kwargs): a new LoadStats, or

@@ -41,7 +41,12 @@ shp_load_schedule(int poisson, double qps, int64_t window_ns, uint64_t seed, int
             s += -log(shp_rng_open01(&r)) / qps;   /* exponential gaps: a Poisson process */
         else
             s = (double)k / qps;
-        int64_t ns = (int64_t)llround(s * 1e9);
+        /* compared before rounding: past ~292 years (a tiny qps) the
+         * nanoseconds do not fit an int64 (llround's result is undefined) */
+        double at = s * 1e9;
+        if (!(at < (double)window_ns))
+            break;
+        int64_t ns = (int64_t)llround(at);
         if (ns >= window_ns)
             break;
         if (k == cap) {

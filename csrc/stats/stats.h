@@ -305,8 +305,9 @@ void shp_stability_compute(const double *x, Py_ssize_t n, double *scratch,
 /* The arrival times of a schedule fixed in advance, in ns from the opening of
  * a window of window_ns: a Poisson process of rate qps (exponential gaps from
  * the seeded generator) when `poisson`, else one every 1 / qps from 0.  A
- * new PyMem array into *out (NULL when none) and its length into *n.  0, or
- * -1 with MemoryError. */
+ * new PyMem array into *out and its length into *n (0 when no arrival falls
+ * in the window: a qps whose first gap is beyond it).  0, or -1 with
+ * MemoryError. */
 int shp_load_schedule(int poisson, double qps, int64_t window_ns, uint64_t seed, int64_t **out,
                       Py_ssize_t *n);
 /* The latencies of a first-come-first-served queue with `servers` servers
@@ -370,8 +371,12 @@ int shp_percentile_block_ci(const double *x, Py_ssize_t n, const double *q, int 
 #define SHP_OVERHEAD_FACTOR 100.0
 /* A median under this many times the clock's resolution: the timer is coarse for it. */
 #define SHP_COARSE_TIMER_FACTOR 20.0
-/* benchmark_load: a p99 from fewer completed requests rests on under 10 above it. */
-#define SHP_LOAD_FEW_REQUESTS 1000
+/* benchmark_load: a percentile q is decided from a run only when at least this
+ * many completed latencies lie above it, n (1 - q) >= SHP_LOAD_MIN_TAIL: its
+ * interval's high end rests on them (find_peak_qps sizes its probes by it). */
+#define SHP_LOAD_MIN_TAIL 10
+/* ... so a p99 from fewer completed requests is flagged 'few requests'. */
+#define SHP_LOAD_FEW_REQUESTS (SHP_LOAD_MIN_TAIL * 100)
 /* benchmark_load: the harness's lag at p99 above this share of the latency's p99. */
 #define SHP_LOAD_LAG_SHARE 0.1
 /* host_share above this: launch-bound (the GPU had little left when the call returned). */

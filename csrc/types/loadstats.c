@@ -163,6 +163,22 @@ drop_arrays(shp_LoadStats *s)
     }
 }
 
+/* ci_block against the latencies it cuts into blocks: at most their number (a
+ * block longer than the series would resample one wrapped series, an interval
+ * of nothing).  0, or -1 with ValueError; `where` names the call. */
+static int
+check_block(const shp_LoadStats *s, const char *where)
+{
+    Py_ssize_t n = s->arr[SHP_LA_LATENCIES].n;
+    if (s->ci_block > 0 && s->arr[SHP_LA_LATENCIES].owner != NULL && s->ci_block > n) {
+        PyErr_Format(PyExc_ValueError, "%s ci_block must be at most the number of latencies "
+                     "(%zd), got %zd; leave it None to have it drawn from their correlation",
+                     where, n, s->ci_block);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 Load_init(PyObject *op, PyObject *args, PyObject *kwargs)
 {
@@ -196,9 +212,25 @@ Load_init(PyObject *op, PyObject *args, PyObject *kwargs)
         }
         double *buf;
         Py_ssize_t n;
-        if (shp_samples_from_object(given[k], &buf, &n) < 0 || shp_load_adopt(self, k, buf, n) < 0)
+        if (shp_samples_from_object(given[k], &buf, &n) < 0)
+            goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!isfinite(buf[i])) {
+                PyObject *bad = PyFloat_FromDouble(buf[i]);
+                PyMem_Free(buf);
+                if (bad != NULL) {
+                    PyErr_Format(PyExc_ValueError, "LoadStats.%s[%zd] must be a finite number "
+                                 "of ms, got %R", array_names[k], i, bad);
+                    Py_DECREF(bad);
+                }
+                goto done;
+            }
+        }
+        if (shp_load_adopt(self, k, buf, n) < 0)
             goto done;
     }
+    if (check_block(self, "LoadStats:") < 0)
+        goto done;
     rc = 0;
 done:
     for (int k = 0; k < SHP_LA_N; k++)
@@ -501,6 +533,8 @@ Load_percentile_ci(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObje
     shp_array a = self->arr[SHP_LA_LATENCIES];
     if (a.owner == NULL || a.n == 0)
         return Py_BuildValue("(OOO)", Py_None, Py_None, Py_None);
+    if (check_block(self, "LoadStats.percentile_ci():") < 0)
+        return NULL;
     Py_INCREF(a.owner);
     double value = NAN, lo = NAN, hi = NAN, q = pct / 100.0;
     double *copy = PyMem_Malloc((size_t)a.n * sizeof(double));

@@ -99,6 +99,27 @@ shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject
     return PyLong_FromSsize_t(out);
 }
 
+/* _real(value, param, owner=None) -> float */
+PyObject *
+shp_real_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)module;
+    static const char *const names[] = {"value", "param", "owner"};
+    static const shp_argspec spec = {"_real", names, 3, 3, 2, 0};
+    PyObject *v[3], *param = NULL, *owner = NULL;
+    double out;
+    if (shp_args_parse(&spec, args, nargs, kwnames, v) < 0 ||
+        shp_arg_str(v[1], "_real()", "param", 0, &param) < 0 ||
+        (v[2] != NULL && shp_arg_str(v[2], "_real()", "owner", 1, &owner) < 0))
+        return NULL;
+    const char *p = PyUnicode_AsUTF8(param), *o = owner ? PyUnicode_AsUTF8(owner) : NULL;
+    if (p == NULL || (owner != NULL && o == NULL))
+        return NULL;
+    if (shp_arg_real(v[0], o, p, &out) < 0)
+        return NULL;
+    return PyFloat_FromDouble(out);
+}
+
 /* _note_near_option(exc, keywords, options) -> bool: capi.h's near-option rule on
  * `exc` (an adapter's options beside the core's): True when it added the note. */
 PyObject *

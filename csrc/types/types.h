@@ -141,7 +141,9 @@ PyObject *shp_get_gpu_vram_mb(PyObject *module, PyObject *const *args,
 /* Module functions (new reference, or NULL with an exception):
  * _t975(df); _judge(ratio, lo, hi, margin); _md_text(text, mode='cell');
  * _html_escape(text); _count(value, param, owner=None, lowest=0,
- * highest=None); _pool(parts, *, name=None, runs=False, fresh=False): one
+ * highest=None); _real(value, param, owner=None): the real-number rule of
+ * every argument (a float; TypeError for a bool, a str, anything without
+ * __float__ or __index__); _pool(parts, *, name=None, runs=False, fresh=False): one
  * result over the samples of `parts` in order: their summary; the first
  * part's labels; cache and counter_source when every part agrees; the
  * warm-ups summed; memory peaks the largest; the overhead the median;
@@ -161,6 +163,8 @@ PyObject *shp_md_text_py(PyObject *module, PyObject *const *args, Py_ssize_t nar
 PyObject *shp_html_escape_py(PyObject *module, PyObject *arg);
 PyObject *shp_count_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames);
+PyObject *shp_real_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames);
 PyObject *shp_pool_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames);
 /* _note_near_option(exc, keywords, options) -> bool: capi.h's near-option rule

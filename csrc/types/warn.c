@@ -66,6 +66,8 @@ static const cause_def causes[SHP_N_CAUSES] = {
         "A counter asked for with counters= is not available here."},
     [SHP_CAUSE_OVERLOADED] = {"OverloadedWarning",
         "Requests arrived faster than they were served: the backlog grew."},
+    [SHP_CAUSE_NO_REQUESTS] = {"NoRequestsWarning",
+        "No request arrived in the window: the rate times the duration is under one."},
 };
 
 /* Where every cause is explained at length (a heading of docs/statistics.md). */
@@ -544,6 +546,10 @@ cause_line(shp_cause c, PyObject *a, const entry_names *w, int threads, char *bu
                           w->qps, w->workers);
         break;
     }
+    case SHP_CAUSE_NO_REQUESTS:
+        PyOS_snprintf(buf, n, "rate x duration is under one request, nothing measured -- "
+                      "raise %s or the duration", w->qps);
+        break;
     default:
         buf[0] = '\0';
     }

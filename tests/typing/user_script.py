@@ -19,7 +19,8 @@ from spatialhub.utils.profiling import (
     BenchmarkInterrupted, BenchmarkStats, BenchmarkWarning, BusyMachineWarning,
     CoarseTimerWarning, Comparison, CudaSync, DriftingWarning, GPUClockWarning,
     GPUMemoryInfo, GPUTimeWarning, HierarchicalProfiler, LaunchBoundWarning, LoadStats,
-    MultimodalWarning, NoDeviceSyncWarning, NoisyWarning, OverheadWarning, OverloadedWarning,
+    MultimodalWarning, NoDeviceSyncWarning, NoisyWarning, NoRequestsWarning, OverheadWarning,
+    OverloadedWarning,
     PageFaultWarning, ProfileNode, SharedGPUWarning, SweepResult, ThrottledWarning,
     Timer, VRAMNotTrackedWarning, WarmupWarning, benchmark_callable, benchmark_load,
     benchmark_onnx, benchmark_repeated, calibrate_run_spread, compare_benchmarks,
@@ -137,7 +138,8 @@ def filters() -> None:
         BusyMachineWarning, CoarseTimerWarning, DriftingWarning, GPUClockWarning,
         GPUTimeWarning, LaunchBoundWarning, MultimodalWarning, NoDeviceSyncWarning,
         NoisyWarning, OverheadWarning, PageFaultWarning, SharedGPUWarning,
-        ThrottledWarning, VRAMNotTrackedWarning, WarmupWarning, OverloadedWarning]
+        ThrottledWarning, VRAMNotTrackedWarning, WarmupWarning, OverloadedWarning,
+        NoRequestsWarning]
     for cause in causes:
         warnings.filterwarnings("ignore", category=cause)
     try:

@@ -1,8 +1,8 @@
 """Command line: ``spatialhub-bench`` and ``python -m spatialhub.utils.profiling``.
 
 Exit status: 0 success, 1 the run or a file failed (one line on stderr, no
-traceback unless --traceback), 2 a bad command line (argparse's usage error),
-3 --fail-if-slower: a comparison's verdict is "slower" beyond the threshold.
+traceback unless --traceback), 2 a bad command line (argparse's usage error, or a
+--compare file that holds another kind of result), 3 --fail-if-slower: a comparison's verdict is "slower" beyond the threshold.
 """
 from __future__ import annotations
 
@@ -20,10 +20,14 @@ import warnings
 import numpy as np
 
 from ._native import (ASSUMED_RUN_SPREAD, DEFAULT_MARGIN, LOAD_DEFAULT_DURATION_S,
+                      LOAD_MAX_DURATION_S, LOAD_MAX_REQUESTS, LOAD_MAX_WORKERS, LOAD_MIN_TAIL,
                       benchmark_callable)
 from .calibrate import DEFAULT_PROCESSES as CALIBRATE_PROCESSES
+from ._numbers import exact as _exact
 from ._numbers import number as _number
 from .load import MAX_TIME_S as FIND_PEAK_MAX_TIME
+from .load import _needed as _find_peak_needs
+from .load import _probe_length as _find_peak_probe_length
 from .load import find_peak_qps
 from ._words import CLI, remedy_words
 from .instructions import LAYOUT_SPREAD, RUNS, disagreements, lowest, probing
@@ -103,12 +107,17 @@ class CliError(Exception):
     """A failure worth one line on stderr and exit status 1."""
 
 
+class UsageError(CliError):
+    """A usage error found after parsing (a file that is not what its option takes): one
+    line on stderr and exit status 2, as argparse's."""
+
+
 def _pct(fraction):
     """0.15 -> '15' (a percentage as the help texts write it)."""
     return f"{100 * fraction:g}"
 
 
-def _count_arg(text, lowest):
+def _count_arg(text, lowest, highest=None):
     """A count on the command line: the core's count rule (_native._count), in argparse's
     words ("argument --iters: must be >= 1, got 0")."""
     from ._native import _count
@@ -118,7 +127,7 @@ def _count_arg(text, lowest):
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     try:
-        return _count(value, "", None, lowest)
+        return _count(value, "", None, lowest, highest)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -129,6 +138,10 @@ def _positive_int(text):
 
 def _nonnegative_int(text):
     return _count_arg(text, 0)
+
+
+def _workers(text):
+    return _count_arg(text, 1, LOAD_MAX_WORKERS)
 
 
 def _int_list(text):
@@ -145,6 +158,17 @@ def _positive_real(text):
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def _duration(text):
+    """--duration: benchmark_load's arrival window, a nanosecond to LOAD_MAX_DURATION_S."""
+    v = _positive_real(text)
+    if v > LOAD_MAX_DURATION_S:
+        raise argparse.ArgumentTypeError(f"must be at most {LOAD_MAX_DURATION_S:,.0f} seconds, "
+                                         f"got {text!r}")
+    if v < 1e-9:
+        raise argparse.ArgumentTypeError(f"must be at least a nanosecond (1e-9), got {text!r}")
     return v
 
 
@@ -296,10 +320,11 @@ def build_parser():
                       help="run under load: requests arrive at RATE per second on a schedule "
                            "fixed in advance; each latency runs from the intended arrival to "
                            "the completion, queueing included (benchmark_load)")
-    load.add_argument("--duration", type=_positive_real, metavar="S",
+    load.add_argument("--duration", type=_duration, metavar="S",
                       help=f"with --qps, --find-peak or --arrival closed/offline: the arrival "
-                           f"window (default {LOAD_DURATION:g}; each probe's with --find-peak)")
-    load.add_argument("--workers", type=_positive_int, metavar="N",
+                           f"window (default {LOAD_DURATION:g}; with --find-peak each probe's "
+                           f"least)")
+    load.add_argument("--workers", type=_workers, metavar="N",
                       help="threads serving the requests in arrival order (default 1); more "
                            "help a callable that releases the GIL")
     load.add_argument("--arrival", choices=ARRIVALS, default=None,
@@ -310,7 +335,8 @@ def build_parser():
                       help="the arrival schedule's seed (default: a fresh one, saved in --json)")
     load.add_argument("--max-queue", type=_nonnegative_int, metavar="N",
                       help="refuse a request arriving with every worker busy and N waiting "
-                           "(counted as dropped; default: no limit)")
+                           "(counted as dropped; default: no limit); with --find-peak, each "
+                           "probe's")
     load.add_argument("--find-peak", action="store_true",
                       help="search the highest rate whose --percentile meets --latency-bound "
                            "with confidence (find_peak_qps); the plan is said before it starts")
@@ -399,6 +425,17 @@ def _check_combinations(p, a):
     only("--max-time", a.max_time, a.find_peak, "--find-peak")
     if a.find_peak and a.latency_bound is None:
         p.error("--find-peak needs --latency-bound MS (the latency budget)")
+    if a.find_peak and a.arrival in ("closed", "offline"):
+        p.error(f"--find-peak searches a rate: --arrival {a.arrival} has none (use poisson or "
+                f"uniform)")
+    if a.find_peak and a.percentile is not None and \
+            _find_peak_probe_length(1.0, a.percentile, 1.0) > LOAD_MAX_REQUESTS:
+        p.error(f"--percentile {_exact(a.percentile)} needs {_find_peak_needs(a.percentile):,} "
+                f"requests a probe ({LOAD_MIN_TAIL} above it); at most {LOAD_MAX_REQUESTS:,} fit in one run")
+    if a.qps and a.qps * (a.duration or LOAD_DURATION) > LOAD_MAX_REQUESTS:
+        p.error(f"--qps {_exact(a.qps)} for {_exact(a.duration or LOAD_DURATION)} s (--duration) asks "
+                f"for {a.qps * (a.duration or LOAD_DURATION):,.0f} requests; at most "
+                f"{LOAD_MAX_REQUESTS:,} fit in one run (lower --qps or --duration)")
     if a.load:
         if a.onnx or a.compare or a.calibrate:
             p.error("latency under load (--qps, --find-peak) runs the demo or --callable")
@@ -671,6 +708,8 @@ def _run_under_load(a):
             kw["percentile"] = a.percentile
         if a.max_time is not None:
             kw["max_time_s"] = a.max_time
+        if a.max_queue is not None:
+            kw["max_queue"] = a.max_queue
         result = find_peak_qps(func, *args, latency_bound_ms=a.latency_bound,
                                progress=not a.no_progress, **kw)
     else:
@@ -694,12 +733,16 @@ def _load_table(a, result, interrupted=False):
     rows = [LoadStats.from_dict(pr["stats"]) for pr in probes]
     pct = f"p{search['percentile']:g}"
     peak = search.get("peak_qps")
-    head = (f"Peak: **{_number(peak)} requests/s** with {pct} within "
-            f"{_number(search['latency_bound_ms'])} ms (95% interval within the bound)"
-            if peak is not None else
-            f"Peak: none: no rate tried had its {pct} within {_number(search['latency_bound_ms'])} ms")
-    lines = [head, "", f"Search: {len(probes)} probes of {_number(search['probe_duration_s'])} s, "
-             f"{_number(search['elapsed_s'])} s in all; stopped: {search['stopped']}."]
+    bound = _number(search['latency_bound_ms'])
+    if peak is not None:
+        head = (f"Peak: **{_number(peak)} requests/s**{' or more' if search.get('capped') else ''} "
+                f"with {pct} within {bound} ms (95% interval within the bound)")
+    elif probes:
+        head = f"Peak: none: no rate tried had its {pct} within {bound} ms"
+    else:
+        head = "Peak: not searched: the search stopped before its first probe"
+    lines = [head, "", f"Search: {len(probes)} probes of {_number(search['probe_duration_s'])} s "
+             f"or more, {_number(search['elapsed_s'])} s in all; stopped: {search['stopped']}."]
     if rows:
         lines += ["", format_load_table(rows, a.title or "Probes, in the order run")]
         lines += [""] + [f"- {_number(pr['offered_qps'])} requests/s: {pct} "
@@ -753,6 +796,12 @@ def _load_results(path):
     out = []
     for i, d in enumerate(items):
         at = f"[{i}]" if many else ""
+        if _is_load_result(d):
+            raise UsageError(
+                f"{path}{' (' + at + ')' if at else ''} holds a run under load (--qps / "
+                f"--find-peak); --compare compares back-to-back timings, not runs under "
+                f"load: set the runs side by side in one --report, or hold each to a budget "
+                f"(--report FILE --budget p99_ms=30)")
         try:
             _check_result(d, at)
             out.append(BenchmarkStats.from_dict(d))
@@ -762,6 +811,24 @@ def _load_results(path):
             raise CliError(f"{path} does not hold results written by --json"
                            f"{' (' + at + ')' if at else ''}: {exc}") from None
     return out
+
+
+def _is_load_result(d):
+    """A saved LoadStats: its own type reads it (and BenchmarkStats does not)."""
+    from ._native import BenchmarkStats, LoadStats
+
+    if not isinstance(d, dict):
+        return False
+    try:
+        BenchmarkStats.from_dict(d)
+        return False
+    except (TypeError, ValueError, KeyError):
+        pass
+    try:
+        LoadStats.from_dict(d)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return True
 
 
 def _compare(a):
@@ -1191,7 +1258,7 @@ def main(argv=None):
         if a.traceback:
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     finally:
         warnings.showwarning = shown
     return status

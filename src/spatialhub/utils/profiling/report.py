@@ -115,11 +115,19 @@ class _Load:
 
     @property
     def peak_probe(self) -> Mapping[str, Any] | None:
-        """The probe at the peak rate (its percentile's value and interval), or None."""
+        """The probe that met the bound at the peak rate (its percentile's value and
+        interval), or None; an undecided probe at that rate before it is not it."""
         peak = self.search_num("peak_qps")
         if peak is None:
             return None
-        return next((p for p in self.probes if _Load(p).num("offered_qps") == peak), None)
+        at = [p for p in self.probes if _Load(p).num("offered_qps") == peak]
+        return next((p for p in at if p.get("verdict") == "meets"), at[-1] if at else None)
+
+    @property
+    def capped(self) -> bool:
+        """The request cap stopped the search while the bound was met: the peak is at
+        least peak_qps."""
+        return self.search.get("capped") is True
 
     @property
     def env(self) -> dict[str, Any]:
@@ -522,7 +530,8 @@ def _summary(g: _Given, base: BenchmarkStats | None, labels: dict[int, str],
                          "passed")
         for ld in searches:
             parts.append(f"{ld.name}'s latency bound met up to "
-                         f"{number(ld.search_num('peak_qps') or 0.0)} requests/s")
+                         f"{number(ld.search_num('peak_qps') or 0.0)} requests/s"
+                         + (" (the most a probe may ask for)" if ld.capped else ""))
         sec.blocks.append(P([Cell("Meets every stated check", "ok"), ": "
                              + ", ".join(parts) + "."], "headline ok"))
     else:
@@ -900,7 +909,9 @@ def _loads(g: _Given, budgets: list[_Budget]) -> Section | None:
             sec.blocks.append(P([
                 f"The highest rate whose {pq} meets the bound of {_ms(bound)} ms: "
                 f"{number(rate)} requests/s ({name}; {pq} {_ms(at.num('value_ms'))} ms, "
-                f"95% interval {within} ms, within the bound)."]))
+                f"95% interval {within} ms, within the bound)"
+                + (": the most a probe may ask for (LOAD_MAX_REQUESTS), so the peak is at "
+                   "least that." if peak.capped else ".")]))
         elif peak is not None:
             low = min((r.num("offered_qps") for r in runs if r.num("offered_qps")),
                       default=None)
@@ -914,10 +925,10 @@ def _loads(g: _Given, budgets: list[_Budget]) -> Section | None:
     rows = []
     for obj in g.loads:
         top = _Load(obj)
-        rate = top.search_num("peak_qps")
-        for r in (top.tried or [top]):
+        at_peak_probe = top.peak_probe
+        for k, r in enumerate(top.tried or [top]):
             share = r.num("queue_share")
-            at_peak = bool(top.tried) and rate is not None and r.num("offered_qps") == rate
+            at_peak = bool(top.tried) and top.probes[k] is at_peak_probe
             rows.append([
                 Cell(top.name + (" (peak)" if at_peak else "")),
                 Cell(_ms(r.num("offered_qps")), "num"), Cell(_ms(r.num("achieved_qps")), "num"),

@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from .._native import (BenchmarkStats, BenchmarkWarning, _apply_rerun, _stats_from_samples,
+from .._native import (BenchmarkWarning, _apply_rerun, _stats_from_samples,
                        benchmark_callable, benchmark_load)
 from .._native import _is_async, _loop_overhead_ms
 from .._native import _pool as _native_pool
@@ -445,9 +445,12 @@ class BenchmarkFixture:
         """Latency under load: ``benchmark_load(func, *args, qps=qps, **kwargs)``, with the
         plugin's ``device`` and ``sync_fn`` unless given.  Returns the ``LoadStats``
         (also ``benchmark.load_stats``); the test's row in the report holds its latencies
-        (intended arrival to completion) and ``extra_info['load']`` its figures.  Keywords
-        are benchmark_load's options; bind func's own with functools.partial.  Disabled
-        (--benchmark-disable): func is called once and None returned."""
+        (intended arrival to completion) and ``extra_info['load']`` its figures.  A run
+        that completed no request (``qps * duration_s`` under one arrival) has no row:
+        its LoadStats (every figure None) comes back and its ``NoRequestsWarning`` reaches
+        the test as a warning.  Keywords are benchmark_load's options; bind func's own
+        with functools.partial.  Disabled (--benchmark-disable): func is called once and
+        None returned."""
         self._claim("benchmark.load(...)")
         try:
             return self._raw_load(func, args, qps, kwargs)
@@ -904,23 +907,21 @@ class BenchmarkFixture:
         with warnings.catch_warnings(record=True) as caught, remedy_words(PYTEST):
             warnings.simplefilter("always", BenchmarkWarning)
             result = benchmark_load(func, *args, qps=qps, **kw)
+        measured = result.completed > 0
         for w in caught:
-            if issubclass(w.category, BenchmarkWarning):
+            if issubclass(w.category, BenchmarkWarning) and measured:
                 self._keep_warning(str(w.message))
-            else:
+            else:   # a run with no row: its warning is the test's only word of it
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        latencies = result.latencies_ms
-        if latencies is not None and len(latencies):
-            native = _stats_from_samples(latencies)
-            native.name, native.device = self.name, result.device
-            native.machine_busy = result.machine_busy
-        else:
-            native = empty_stats(self.name)
         figures = result.to_dict()
         figures.pop("env", None)
         self.extra_info["load"] = figures
         self.load_stats = result
-        self._record(native, 1)
+        if measured:
+            native = _stats_from_samples(result.latencies_ms)
+            native.name, native.device = self.name, result.device
+            native.machine_busy = result.machine_busy
+            self._record(native, 1)
         return result
 
     # -- benchmark.pedantic(...) ---------------------------------------------------------
@@ -1152,8 +1153,3 @@ def _python_stats(name, durations_s, loops):
     s = _stats_from_samples([float(d) / loops * 1e3 for d in durations_s])
     s.name = name
     return s
-
-
-def empty_stats(name):
-    """A placeholder result (never timed)."""
-    return BenchmarkStats(name, "CPU", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
