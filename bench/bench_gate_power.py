@@ -26,6 +26,7 @@ runs, identical failed in <= 1 of 10.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -101,12 +102,13 @@ def cli(pairs, log):
     return failed, ratios, seconds
 
 
-def pytest_gate(runs, log):
+def pytest_gate(runs, log, extra=()):
     folder = tempfile.mkdtemp(prefix="gate-pytest-")
     for name, text in (("work.py", WORK), ("test_work.py", TEST)):
         with open(os.path.join(folder, name), "w") as f:
             f.write(text)
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+            *extra]
     seconds, result = [], {}
     for saved in (1, 3):
         while _saved(folder) < saved:
@@ -141,7 +143,7 @@ def _saved(folder):
     return n
 
 
-def run(quick=False, pairs=12, runs=10, only=None, log=print):
+def run(quick=False, pairs=12, runs=10, only=None, log=print, pytest_args=()):
     figures = []
     details = {"load_before": load_average()}
     if quick:
@@ -161,20 +163,22 @@ def run(quick=False, pairs=12, runs=10, only=None, log=print):
                               f"{seconds[len(seconds) // 2]:.1f} s", "<= 15 s",
                               seconds[len(seconds) // 2] <= 15))
     if only in (None, "pytest"):
-        result, seconds = pytest_gate(runs, log)
+        result, seconds = pytest_gate(runs, log, pytest_args)
         details["pytest"] = {"result": {str(k): v for k, v in result.items()},
                              "seconds": seconds}
+        who = "plugin" + (f" ({' '.join(pytest_args)})" if pytest_args else "")
         for saved, counts in result.items():
             caught, alarms = counts[1.3][0], counts[1.0][0]
             figures.append(Figure(
-                "gate", f"plugin after {saved} saved: 1.3x caught / identical failed, {runs} runs",
+                "gate", f"{who} after {saved} saved: 1.3x caught / identical failed, {runs} runs",
                 f"{caught} / {alarms}", f">= {PYTEST_TARGET[0] * runs // 10} / <= {PYTEST_TARGET[1]}",
                 caught >= PYTEST_TARGET[0] * runs // 10 and alarms <= PYTEST_TARGET[1]))
-            figures.append(Figure("gate", f"plugin after {saved} saved: failed at 1.1x / 1.2x / 1.5x",
+            figures.append(Figure("gate", f"{who} after {saved} saved: failed at 1.1x / 1.2x / 1.5x",
                                   " / ".join(f"{counts[k][0]}/{counts[k][1]}" for k in (1.1, 1.2, 1.5)),
                                   "-", None))
         seconds.sort()
-        figures.append(Figure("gate", "plugin: a run with its spread (7 more processes), median s",
+        figures.append(Figure("gate", f"{who}: a compared run" + ("" if pytest_args else
+                              " with its spread (7 more processes)") + ", median s",
                               f"{seconds[len(seconds) // 2]:.1f} s", "-", None))
     details["load_after"] = load_average()
     run.details = details
@@ -188,11 +192,16 @@ if __name__ == "__main__":
     ap.add_argument("--only", choices=("cli", "pytest"))
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pytest-args", default="",
+                    help="more options for every pytest run, e.g. '--benchmark-processes 0 "
+                         "--benchmark-reference off' (the gate without process medians, without "
+                         "the machine speed factor)")
     a = ap.parse_args()
 
     print(machine_line())
     figs = run(quick=a.quick, pairs=a.pairs, runs=a.runs, only=a.only,
-               log=lambda line: print(line, flush=True))
+               log=lambda line: print(line, flush=True),
+               pytest_args=tuple(shlex.split(a.pytest_args)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(run.details, f, indent=1, default=str)
