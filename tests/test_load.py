@@ -700,8 +700,21 @@ def test_the_command_line_runs_under_load(tmp_path, capsys):
     out = tmp_path / "load.json"
     rc = cli.main(["--qps", "40", "--duration", "0.3", "--seed", "3", "--warmup", "1",
                    "--json", str(out), "--name", "demo"])
-    printed = capsys.readouterr().out
+    got = capsys.readouterr()
+    printed = got.out
     assert rc == 0 and "### Latency under load" in printed and "| **demo** |" in printed
+    # what the run will do is said before it starts, on stderr: a 10 s run is not a silence
+    assert got.err.splitlines()[0] == ("spatialhub-bench: 'demo' under load: 40 requests/s "
+                                       "(poisson) for 0.3 s, about 12 requests, 1 worker")
+    rc = cli.main(["--arrival", "closed", "--duration", "0.05", "--workers", "2", "--warmup",
+                   "0", "--name", "demo", "--no-progress"])
+    got = capsys.readouterr()
+    assert rc == 0 and "under load" not in got.err
+    rc = cli.main(["--arrival", "closed", "--duration", "0.05", "--workers", "2", "--warmup",
+                   "0", "--name", "demo"])
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "spatialhub-bench: 'demo' under load: requests as fast as they are served (closed) "
+        "for 0.05 s, 2 workers")
     saved = LoadStats.from_dict(json.loads(out.read_text()))
     assert saved.seed == 3 and saved.offered_qps == 40.0 and len(saved.latencies_ms) == \
         saved.completed

@@ -717,8 +717,22 @@ def _run_under_load(a):
             kw["max_queue"] = a.max_queue
         if a.arrival:
             kw["arrival"] = a.arrival
+        if not a.no_progress:
+            print(f"{PROG}: {_load_plan(name, a)}", file=sys.stderr, flush=True)
         result = benchmark_load(func, *args, qps=a.qps, **kw)
     return result, _load_table(a, result), result.to_dict(samples=True)
+
+
+def _load_plan(name, a):
+    """The one line said before a run under load starts: what arrives, for how long."""
+    duration = a.duration or LOAD_DEFAULT_DURATION_S
+    workers = a.workers or 1
+    who = f"{workers} worker" + ("s" if workers != 1 else "")
+    if a.qps:
+        return (f"{name!r} under load: {_number(a.qps)} requests/s ({a.arrival or 'poisson'}) "
+                f"for {duration:g} s, about {_number(a.qps * duration)} requests, {who}")
+    return (f"{name!r} under load: requests as fast as they are served ({a.arrival}) "
+            f"for {duration:g} s, {who}")
 
 
 def _load_table(a, result, interrupted=False):
