@@ -198,7 +198,7 @@ def run(quick=False):
     figs.append(Figure("13 load", f"4 workers, {SLEEP_MS:g} ms sleep, {MDC_QPS:g}/s: p50 (ms)",
                        f"{four.p50_ms:.2f}", f"{SLEEP_MS:g} within {TARGET_P50:.0%}",
                        abs(four.p50_ms / SLEEP_MS - 1) <= TARGET_P50 and not four.overloaded))
-    figs.append(Figure("13 load", f"1 worker, same load: overloaded",
+    figs.append(Figure("13 load", "1 worker, same load: overloaded",
                        f"{one.overloaded} (+{one.backlog_growth_qps:.0f} req/s)", "True",
                        one.overloaded is True))
 
