@@ -140,11 +140,15 @@ shp_clear_unless_fatal(void)
 static inline int
 shp_result_is_lazy(PyObject *r)
 {
-    if (PyGen_Check(r) || PyAsyncGen_CheckExact(r))
+    /* exact type compares: none of the three types can be subclassed, and
+     * this runs inside the timed region (PyGen_Check would walk the MRO of
+     * every result that is not a generator) */
+    PyTypeObject *t = Py_TYPE(r);
+    if (t == &PyGen_Type || t == &PyAsyncGen_Type)
         return 1;
-    if (PyCoro_CheckExact(r))
+    if (t == &PyCoro_Type)
         return 2;
-    PyAsyncMethods *am = Py_TYPE(r)->tp_as_async;
+    PyAsyncMethods *am = t->tp_as_async;
     return am != NULL && am->am_await != NULL ? 2 : 0;
 }
 

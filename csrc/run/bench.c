@@ -551,9 +551,8 @@ shp_benchmark_callable(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t max_iters = adaptive ? (o.num_iters > SHP_ADAPTIVE_MAX_SAMPLES ? o.num_iters
                                                                                : SHP_ADAPTIVE_MAX_SAMPLES)
                                     : o.num_iters;
-    /* the buffers grow as samples arrive (loop.c): a huge num_iters costs
-     * nothing before the first call */
-    Py_ssize_t cap = max_iters < SHP_INITIAL_SAMPLES ? max_iters : SHP_INITIAL_SAMPLES;
+    /* whole for a short run; growing for a long one (loop.c) */
+    Py_ssize_t cap = max_iters <= SHP_WHOLE_SAMPLES ? max_iters : SHP_INITIAL_SAMPLES;
     if (shp_run_alloc(&run, cap, max_iters) < 0 ||
         shp_run_alloc_extras(&run, o.num_warmup, p.sync.gt.events) < 0)
         goto done;

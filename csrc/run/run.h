@@ -211,7 +211,11 @@ int shp_aio_overhead(shp_call *p, int n, double *out_ns);
 /* Drop every reference the call holds (and its sync's), free the eviction
  * buffer.  Never fails. */
 void shp_call_clear(shp_call *p);
-/* The sample buffers' first size; they double as samples arrive. */
+/* A run of up to SHP_WHOLE_SAMPLES samples gets its buffers whole (1 MiB for
+ * the two at most): nothing is copied while it runs.  A longer one starts at
+ * SHP_INITIAL_SAMPLES and doubles as samples arrive, so that a huge num_iters
+ * costs nothing before the first call. */
+#define SHP_WHOLE_SAMPLES 65536
 #define SHP_INITIAL_SAMPLES 4096
 /* Allocate (and touch) both sample buffers for `cap` samples; 0, or -1 with
  * MemoryError.  shp_run_free() either way. */
