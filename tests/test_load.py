@@ -632,6 +632,71 @@ def test_the_search_stops_at_the_request_cap_and_says_the_peak_is_at_least_that(
     assert "the request cap" in search["stopped"] and "at least" in search["stopped"]
 
 
+def test_a_ctrl_c_between_probes_keeps_the_search_done(fake_load):
+    """Ctrl-C after the third probe (outside benchmark_load: judging a probe takes a third
+    of a search's time): BenchmarkInterrupted whose .stats is the result as the search had
+    it -- the highest rate that met the bound, with every completed probe in .search."""
+    from spatialhub.utils.profiling import load
+
+    fake = fake_load()
+    judge = load._judge
+
+    def judge_then_ctrl_c(stats, *a):
+        out = judge(stats, *a)
+        if len([c for c in fake.calls if c["arrival"] != "closed"]) == 3:
+            raise KeyboardInterrupt
+        return out
+    import unittest.mock
+    with unittest.mock.patch.object(load, "_judge", judge_then_ctrl_c):
+        with pytest.raises(BenchmarkInterrupted, match="after 2 probe") as e:
+            find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                          progress=False)
+    s = e.value.stats
+    assert isinstance(s, LoadStats) and isinstance(e.value.__cause__, KeyboardInterrupt)
+    assert len(s.search["probes"]) == 2 and s.search["stopped"].startswith("interrupted")
+    assert s.search["peak_qps"] == s.offered_qps == s.search["probes"][1]["offered_qps"]
+
+
+def test_a_ctrl_c_in_a_probe_keeps_the_probes_before_it(fake_load):
+    """Ctrl-C inside the second probe's benchmark_load: the first probe is the result; the
+    cut one is not in .search."""
+    fake = fake_load()
+    real = fake.__call__
+
+    def interrupting(func, *args, **kw):
+        if kw.get("arrival") != "closed" and len(fake.calls) == 2:
+            fake.calls.append(kw)
+            raise BenchmarkInterrupted("cut")
+        return real(func, *args, **kw)
+    from spatialhub.utils.profiling import load
+    import unittest.mock
+    with unittest.mock.patch.object(load, "benchmark_load", interrupting):
+        with pytest.raises(BenchmarkInterrupted, match="after 1 probe") as e:
+            find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                          progress=False)
+    assert len(e.value.stats.search["probes"]) == 1
+
+
+def test_the_largest_seed_wraps_for_the_next_probes_instead_of_failing_mid_search(fake_load):
+    """seed=sys.maxsize is a valid seed: the probes after it take 0, 1, ... (benchmark_load's
+    range), not a seed the user never gave refused after the first probe."""
+    import sys
+    fake = fake_load()
+    find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
+                  seed=sys.maxsize, progress=False, tolerance=0.5)
+    seeds = [c["seed"] for c in fake.calls if c["arrival"] != "closed"]
+    assert seeds[:3] == [sys.maxsize, 0, 1]
+
+
+@pytest.mark.parametrize("tol", [5e-324, 1e-320, 1e-13])
+def test_a_tolerance_too_small_to_bisect_is_refused_before_func_runs(tol):
+    calls = []
+    with pytest.raises(ValueError, match="tolerance must be at least 1e-12"):
+        find_peak_qps(lambda: calls.append(1), latency_bound_ms=5.0, tolerance=tol,
+                      progress=False)
+    assert calls == []
+
+
 def test_max_queue_goes_to_the_probes_only(fake_load):
     fake = fake_load()
     s = find_peak_qps(_native._noop, latency_bound_ms=20.0, duration_s=1.0, max_time_s=60,
@@ -737,6 +802,22 @@ def test_the_command_line_finds_the_peak(tmp_path, capsys):
     assert rc == 0
     assert got.out.startswith("Peak: ") and "### Probes, in the order run" in got.out
     assert "find_peak_qps 'work': p90 <= 20 ms" in got.err
+
+
+def test_the_command_line_says_no_rate_when_even_back_to_back_is_over_the_bound(tmp_path,
+                                                                                capsys):
+    """A 3 ms call against a 1 ms bound: stdout and stderr say the same thing -- no rate,
+    because one request at a time is already over it -- not 'not searched'."""
+    from spatialhub.utils.profiling import cli
+
+    target = tmp_path / "slow.py"
+    target.write_text("import time\ndef work():\n    time.sleep(0.003)\n")
+    rc = cli.main(["--callable", f"{target}:work", "--find-peak", "--latency-bound", "1",
+                   "--duration", "0.3", "--warmup", "1"])
+    got = capsys.readouterr()
+    assert rc == 0
+    assert got.out.startswith("Peak: none: even back to back"), got.out[:200]
+    assert "not searched" not in got.out and "even back to back" in got.err
 
 
 def test_the_command_line_hands_max_queue_to_the_peak_search(monkeypatch, capsys):

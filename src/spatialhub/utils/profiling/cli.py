@@ -431,11 +431,17 @@ def _check_combinations(p, a):
     if a.find_peak and a.percentile is not None and \
             _find_peak_probe_length(1.0, a.percentile, 1.0) > LOAD_MAX_REQUESTS:
         p.error(f"--percentile {_exact(a.percentile)} needs {_find_peak_needs(a.percentile):,} "
-                f"requests a probe ({LOAD_MIN_TAIL} above it); at most {LOAD_MAX_REQUESTS:,} fit in one run")
+                f"requests a probe ({LOAD_MIN_TAIL} above it), and a probe asks for "
+                f"{_find_peak_probe_length(1.0, a.percentile, 1.0):,.0f} to hold them with a "
+                f"Poisson schedule's shortfall; at most {LOAD_MAX_REQUESTS:,} fit in one run")
     if a.qps and a.qps * (a.duration or LOAD_DURATION) > LOAD_MAX_REQUESTS:
-        p.error(f"--qps {_exact(a.qps)} for {_exact(a.duration or LOAD_DURATION)} s (--duration) asks "
-                f"for {a.qps * (a.duration or LOAD_DURATION):,.0f} requests; at most "
-                f"{LOAD_MAX_REQUESTS:,} fit in one run (lower --qps or --duration)")
+        asked = a.qps * (a.duration or LOAD_DURATION)
+        rate = _exact(a.qps) if a.qps < 1e15 else f"{a.qps:.3g}"   # not 300 digits
+        count = (f"{asked:,.0f}" if asked < 1e15 else f"about {asked:.3g}" if math.isfinite(asked)
+                 else "more than 1e+308")
+        p.error(f"--qps {rate} for {_exact(a.duration or LOAD_DURATION)} s (--duration) asks "
+                f"for {count} requests; at most {LOAD_MAX_REQUESTS:,} fit in one run (lower "
+                f"--qps or --duration)")
     if a.load:
         if a.onnx or a.compare or a.calibrate:
             p.error("latency under load (--qps, --find-peak) runs the demo or --callable")
@@ -753,6 +759,9 @@ def _load_table(a, result, interrupted=False):
                 f"with {pct} within {bound} ms (95% interval within the bound)")
     elif probes:
         head = f"Peak: none: no rate tried had its {pct} within {bound} ms"
+    elif str(search.get("stopped", "")).startswith("no rate"):
+        head = (f"Peak: none: even back to back (one request at a time, no queue) the {pct} "
+                f"is over {bound} ms")
     else:
         head = "Peak: not searched: the search stopped before its first probe"
     lines = [head, "", f"Search: {len(probes)} probes of {_number(search['probe_duration_s'])} s "

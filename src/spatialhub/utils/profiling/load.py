@@ -15,8 +15,8 @@ import warnings
 from typing import Any, Callable, Literal, Optional
 
 from ._native import (DEFAULT_NUM_WARMUP, LOAD_DEFAULT_DURATION_S, LOAD_MAX_DURATION_S,
-                      LOAD_MAX_REQUESTS, LOAD_MIN_TAIL, BenchmarkWarning, LoadStats, _count,
-                      _real, benchmark_load)
+                      LOAD_MAX_REQUESTS, LOAD_MIN_TAIL, BenchmarkInterrupted, BenchmarkWarning,
+                      LoadStats, _count, _real, benchmark_load)
 
 __all__ = ["find_peak_qps", "mlperf_single_stream", "mlperf_offline"]
 
@@ -188,7 +188,11 @@ def find_peak_qps(
     TypeError, ValueError
         A bad argument, before func is called.
     BenchmarkInterrupted
-        Ctrl-C during a probe; .stats holds that probe's completed requests.
+        Ctrl-C during the search (in a probe or between probes): .stats holds the
+        result as the search would have returned it then -- the run at the highest
+        rate that met the bound, else the lowest rate tried -- with its ``search``
+        (``stopped`` says it was interrupted); a probe cut short is not in it.  During
+        the calibration, before any probe: KeyboardInterrupt (nothing to keep yet).
 
     Examples
     --------
@@ -211,6 +215,11 @@ def find_peak_qps(
     if tol >= 1:
         raise ValueError(f"find_peak_qps(): tolerance must be a fraction in (0, 1), got "
                          f"{tolerance!r}")
+    step = math.log1p(tol)
+    if not step > 1e-12:
+        raise ValueError(f"find_peak_qps(): tolerance must be at least 1e-12 (rates closer "
+                         f"than that are one rate), got {tolerance!r}")
+    bisections = math.ceil(math.log2(math.log(2.0) / step))
     if not isinstance(arrival, str) or arrival not in ("poisson", "uniform"):
         raise ValueError(f"find_peak_qps(): arrival must be 'poisson' or 'uniform', got "
                          f"{arrival!r}")
@@ -222,8 +231,9 @@ def find_peak_qps(
     need = _needed(pct)
     if _probe_length(1.0, pct, 1.0) > LOAD_MAX_REQUESTS:
         raise ValueError(f"find_peak_qps(): percentile {pct:g} needs {need:,} completed "
-                         f"requests a probe ({LOAD_MIN_TAIL} above it); at most "
-                         f"{LOAD_MAX_REQUESTS:,} fit in one run")
+                         f"requests a probe ({LOAD_MIN_TAIL} above it), and a probe asks for "
+                         f"{_probe_length(1.0, pct, 1.0):,.0f} to hold them with a Poisson "
+                         f"schedule's shortfall; at most {LOAD_MAX_REQUESTS:,} fit in one run")
     cap = _rate_cap(probe_s)
     common: dict[str, Any] = dict(workers=workers, num_warmup=num_warmup, name=name,
                                   device=device, sync_fn=sync_fn)
@@ -239,7 +249,6 @@ def find_peak_qps(
     capacity = workers / service_s
     overhead = max(0.0, (time.monotonic() - started) - calib_s)   # warm-up, the result
     first = min(0.5 * capacity, cap)
-    bisections = math.ceil(math.log2(math.log(2.0) / math.log1p(tol)))
     planned = 3 + bisections        # a typical bracket, then bisection to the tolerance
     first_len = _probe_length(first, pct, probe_s)
     _say(progress, f"find_peak_qps {name!r}: {label} <= {bound:g} ms; about {planned} probes "
@@ -265,62 +274,69 @@ def find_peak_qps(
         rate = first
     length = 0.0
     retry = False       # the last probe was undecided: this one is twice as long
-    while rate is not None:
-        length = 2 * length if retry else _probe_length(rate, pct, probe_s)
-        if length > LOAD_MAX_DURATION_S or rate * length > LOAD_MAX_REQUESTS:
-            stopped = (f"a probe at {rate:,.1f} req/s would need {length:,.0f} s, more than "
-                       f"one run may hold")
-            break
-        elapsed = time.monotonic() - started
-        if elapsed + 2 * (overhead + length) > budget:
-            stopped = "max_time_s reached"
-            if length > probe_s:
-                stopped += (f": the probe at {rate:,.1f} req/s needs {length:,.3g} s to hold "
-                            f"{need:,} requests ({LOAD_MIN_TAIL} above the {label})")
-            break
-        with warnings.catch_warnings():
-            # probes above the peak are overloaded by design: their verdicts say so
-            warnings.simplefilter("ignore", BenchmarkWarning)
-            run = benchmark_load(func, *args, qps=rate, duration_s=length, arrival=arrival,
-                                 seed=next_seed, max_queue=queue, **common, **kwargs)
-        if next_seed is not None:
-            next_seed += 1
-        verdict, value, lo, hi = _judge(run, pct, bound)
-        probes.append(_row(run, verdict, value, lo, hi))
-        shown = "N/A" if value is None else f"{value:.3g} ms"
-        interval = "" if lo is None or hi is None else f" [{lo:.3g}, {hi:.3g}]"
-        _say(progress, f"  {rate:,.1f} req/s for {length:.3g} s: {label} {shown}{interval}: "
-                       f"{verdict}")
-        if lowest is None or rate < (lowest.offered_qps or math.inf):
-            lowest = run
-        if verdict == "undecided":
-            if not retry:
-                retry = True     # the same rate, twice as long
-                continue
-            stopped = (f"undecided at {rate:,.1f} req/s: {run.completed:,} requests completed, "
-                       f"{need:,} needed for {LOAD_MIN_TAIL} above the {label}")
-            break
-        retry = False
-        if verdict == "meets":
-            lo_rate = rate
-            best = run
-        else:
-            hi_rate = rate
-        if lo_rate is None:
-            assert hi_rate is not None
-            rate = hi_rate / 2
-        elif hi_rate is None:
-            if lo_rate >= cap:
-                capped = True
-                stopped = (f"the request cap: {cap:,.1f} req/s is the most a probe of "
-                           f"{probe_s:g} s may ask for (LOAD_MAX_REQUESTS, "
-                           f"{LOAD_MAX_REQUESTS:,}); the peak is at least that")
+    interrupted: Optional[KeyboardInterrupt] = None
+    try:
+        while rate is not None:
+            length = 2 * length if retry else _probe_length(rate, pct, probe_s)
+            if length > LOAD_MAX_DURATION_S or rate * length > LOAD_MAX_REQUESTS:
+                stopped = (f"a probe at {rate:,.1f} req/s would need {length:,.0f} s, more than "
+                           f"one run may hold")
                 break
-            rate = min(lo_rate * 2, cap)
-        elif hi_rate / lo_rate <= 1 + tol:
-            break
-        else:
-            rate = math.sqrt(lo_rate * hi_rate)
+            elapsed = time.monotonic() - started
+            if elapsed + 2 * (overhead + length) > budget:
+                stopped = "max_time_s reached"
+                if length > probe_s:
+                    stopped += (f": the probe at {rate:,.1f} req/s needs {length:,.3g} s to hold "
+                                f"{need:,} requests ({LOAD_MIN_TAIL} above the {label})")
+                break
+            with warnings.catch_warnings():
+                # probes above the peak are overloaded by design: their verdicts say so
+                warnings.simplefilter("ignore", BenchmarkWarning)
+                run = benchmark_load(func, *args, qps=rate, duration_s=length, arrival=arrival,
+                                     seed=next_seed, max_queue=queue, **common, **kwargs)
+            if next_seed is not None:   # the next probe's: within benchmark_load's range
+                next_seed = next_seed + 1 if next_seed < sys.maxsize else 0
+            verdict, value, lo, hi = _judge(run, pct, bound)
+            probes.append(_row(run, verdict, value, lo, hi))
+            shown = "N/A" if value is None else f"{value:.3g} ms"
+            interval = "" if lo is None or hi is None else f" [{lo:.3g}, {hi:.3g}]"
+            _say(progress, f"  {rate:,.1f} req/s for {length:.3g} s: {label} {shown}{interval}: "
+                           f"{verdict}")
+            if lowest is None or rate < (lowest.offered_qps or math.inf):
+                lowest = run
+            if verdict == "undecided":
+                if not retry:
+                    retry = True     # the same rate, twice as long
+                    continue
+                stopped = (f"undecided at {rate:,.1f} req/s: {run.completed:,} requests completed, "
+                           f"{need:,} needed for {LOAD_MIN_TAIL} above the {label}")
+                break
+            retry = False
+            if verdict == "meets":
+                lo_rate = rate
+                best = run
+            else:
+                hi_rate = rate
+            if lo_rate is None:
+                assert hi_rate is not None
+                rate = hi_rate / 2
+            elif hi_rate is None:
+                if lo_rate >= cap:
+                    capped = True
+                    stopped = (f"the request cap: {cap:,.1f} req/s is the most a probe of "
+                               f"{probe_s:g} s may ask for (LOAD_MAX_REQUESTS, "
+                               f"{LOAD_MAX_REQUESTS:,}); the peak is at least that")
+                    break
+                rate = min(lo_rate * 2, cap)
+            elif hi_rate / lo_rate <= 1 + tol:
+                break
+            else:
+                rate = math.sqrt(lo_rate * hi_rate)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C in a probe or between probes: the probes done are the result (a
+        # probe cut short is not one of them)
+        interrupted = exc
+        stopped = f"interrupted (Ctrl-C) after {len(probes)} probe(s)"
     result = best if best is not None else (lowest if lowest is not None else calib)
     result.search = {
         "latency_bound_ms": bound, "percentile": pct, "peak_qps": lo_rate,
@@ -332,6 +348,14 @@ def find_peak_qps(
     }
     peak = "none" if lo_rate is None else f"{lo_rate:,.1f} req/s" + (" or more" if capped else "")
     _say(progress, f"find_peak_qps {name!r}: peak {peak} ({stopped})")
+    if interrupted is not None:
+        held = (f"the run at the highest rate that met the bound so far ({peak})"
+                if best is not None else "the lowest rate tried (none met the bound yet)"
+                if lowest is not None else "the calibration run (no probe completed)")
+        new = BenchmarkInterrupted(f"find_peak_qps interrupted after {len(probes)} probe(s): "
+                                   f".stats holds {held}; its .search every probe completed")
+        new.stats = result
+        raise new from interrupted
     return result
 
 

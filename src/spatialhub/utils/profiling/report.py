@@ -514,7 +514,10 @@ def _summary(g: _Given, base: BenchmarkStats | None, labels: dict[int, str],
                         f"{', '.join(c.name for c in failed_checks)}")
     for ld in no_peak:
         q = ld.search_num("percentile")
-        problems.append(f"no rate tried met {ld.name}'s latency bound (P"
+        tried = ("even back to back no request rate"
+                 if str(ld.search.get("stopped", "")).startswith("no rate")
+                 else "no rate tried")
+        problems.append(f"{tried} met {ld.name}'s latency bound (P"
                         f"{exact(q) if q is not None else '99'} ≤ "
                         f"{_ms(ld.search_num('latency_bound_ms'))} ms)")
     stated = n_budgets + len(g.checks) + len(searches)
