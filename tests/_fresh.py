@@ -48,7 +48,10 @@ def _dtype_row(dt):
     import numpy as np
 
     return {"str": str(dt), "descr": repr(dt.descr), "names": list(dt.names or ()),
-            "metadata": dict(dt.metadata) if dt.metadata is not None else None, "aligned_struct": bool(dt.isalignedstruct),
+            # an empty mapping is no metadata: NumPy 1.x unpickles a datetime64 dtype
+            # with {} where the original had None
+            "metadata": dict(dt.metadata) if dt.metadata else None,
+            "aligned_struct": bool(dt.isalignedstruct),
             "subarray": repr(dt.subdtype), "byteorder": dt.byteorder,
             "datetime_unit": np.datetime_data(dt)[0] if dt.kind in "mM" else None}
 

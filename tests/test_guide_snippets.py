@@ -60,14 +60,20 @@ def test_the_output_shown_is_what_the_script_wrote_for_this_code(s):
     assert "CPUs" in head[1] and "load average" in head[1], head
 
 
+#: our functions that need an optional extra the snippet never imports itself
+NEEDS = {"plot_latency": "matplotlib", "plot_load": "matplotlib", "plot_sweep": "matplotlib"}
+
+
 def missing_modules(code):
-    """The top-level modules `code` imports that this interpreter cannot find."""
+    """The top-level modules `code` imports, or that the functions of ours it imports need
+    (NEEDS), that this interpreter cannot find."""
     names = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
+            names |= {NEEDS[a.name] for a in node.names if a.name in NEEDS}
     return sorted(n for n in names if importlib.util.find_spec(n) is None)
 
 
