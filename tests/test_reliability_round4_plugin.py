@@ -326,7 +326,9 @@ def expect_basis(s, word):
         assert s.rerun_basis.startswith(("two modes:", "drifting:")), s.rerun_basis
         assert s.rerun_low_ms is None and s.rerun_high_ms is None
     else:
-        assert s.rerun_basis == word, (s.stability, s.rerun_basis)
+        # samples that vary slowly within the run (a sanitizer's or a busy lane's) widen
+        # the interval beyond the assumption, and say so: 'slow variation'
+        assert s.rerun_basis in (word, "slow variation"), (s.stability, s.rerun_basis)
 
 
 FIELDS_SRC = """
